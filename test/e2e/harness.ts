@@ -1,0 +1,210 @@
+/**
+ * End-to-end harness: real server processes on loopback, driven by real clients.
+ * Each member is `node dist/server.js` with etcd's flags; etcdctl is Debian's etcd-client.
+ */
+import { spawn, execFile, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, existsSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+export const ROOT = resolve(import.meta.dirname, "../..");
+export const SERVER_JS = join(ROOT, "dist/server.js");
+/**
+ * E2E_TARGET=etcd runs the same suites against Debian's real etcd: the reference that keeps the
+ * tests' expectations honest.
+ */
+export const TARGET_ETCD = process.env.E2E_TARGET === "etcd";
+const ETCD_BIN = process.env.ETCD_BIN ?? "/usr/bin/etcd";
+export const ETCDCTL = process.env.ETCDCTL ?? "/usr/bin/etcdctl";
+
+/** A port the kernel says is free now (tiny race with other processes; fine on loopback tests). */
+export async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on("error", rej);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      if (addr === null || typeof addr === "string") return rej(new Error("no port"));
+      srv.close(() => res(addr.port));
+    });
+  });
+}
+
+export interface MemberSpec {
+  name: string;
+  clientPort: number;
+  peerPort: number;
+  dataDir: string;
+}
+
+export class Member {
+  proc: ChildProcess | undefined;
+  log = "";
+  private exitWaiters: Array<() => void> = [];
+
+  constructor(
+    readonly spec: MemberSpec,
+    private readonly args: string[],
+  ) {}
+
+  get clientUrl(): string {
+    return `http://127.0.0.1:${this.spec.clientPort}`;
+  }
+  get endpoint(): string {
+    return `127.0.0.1:${this.spec.clientPort}`;
+  }
+
+  start(extraEnv: Record<string, string> = {}): void {
+    if (this.proc !== undefined) throw new Error(`${this.spec.name} already running`);
+    const [cmd, argv] = TARGET_ETCD ? [ETCD_BIN, this.args] : [process.execPath, [SERVER_JS, ...this.args]];
+    const proc = spawn(cmd, argv, {
+      env: { ...process.env, ...extraEnv },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    this.proc = proc;
+    const append = (b: Buffer) => {
+      this.log += b.toString();
+      if (this.log.length > 4_000_000) this.log = this.log.slice(-2_000_000);
+    };
+    proc.stdout?.on("data", append);
+    proc.stderr?.on("data", append);
+    proc.on("exit", () => {
+      this.proc = undefined;
+      for (const w of this.exitWaiters.splice(0)) w();
+    });
+  }
+
+  get running(): boolean {
+    return this.proc !== undefined;
+  }
+
+  /** Sends a signal and waits for the process to be gone. */
+  async kill(signal: NodeJS.Signals = "SIGKILL"): Promise<void> {
+    const proc = this.proc;
+    if (proc === undefined) return;
+    const gone = new Promise<void>((r) => this.exitWaiters.push(r));
+    proc.kill(signal);
+    await gone;
+  }
+
+  async waitReady(timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (this.log.includes("ready to serve client requests")) return;
+      if (this.proc === undefined) throw new Error(`${this.spec.name} exited:\n${this.log.slice(-4000)}`);
+      await sleep(50);
+    }
+    throw new Error(`${this.spec.name} not ready after ${timeoutMs} ms:\n${this.log.slice(-4000)}`);
+  }
+}
+
+export interface ClusterOptions {
+  size: number;
+  extraArgs?: string[];
+}
+
+export class Cluster {
+  readonly dir: string;
+  readonly members: Member[];
+
+  private constructor(dir: string, members: Member[]) {
+    this.dir = dir;
+    this.members = members;
+  }
+
+  static async create(opts: ClusterOptions): Promise<Cluster> {
+    if (!TARGET_ETCD && !existsSync(SERVER_JS)) throw new Error(`${SERVER_JS} missing: run 'npm run build' first`);
+    const dir = mkdtempSync(join(tmpdir(), "etcetera-e2e-"));
+    const specs: MemberSpec[] = [];
+    for (let i = 1; i <= opts.size; i++) {
+      specs.push({ name: `n${i}`, clientPort: await freePort(), peerPort: await freePort(), dataDir: join(dir, `n${i}.etcd`) });
+    }
+    const initialCluster = specs.map((s) => `${s.name}=http://127.0.0.1:${s.peerPort}`).join(",");
+    const members = specs.map(
+      (s) =>
+        new Member(s, [
+          `--name=${s.name}`,
+          `--data-dir=${s.dataDir}`,
+          `--listen-client-urls=http://127.0.0.1:${s.clientPort}`,
+          `--advertise-client-urls=http://127.0.0.1:${s.clientPort}`,
+          `--listen-peer-urls=http://127.0.0.1:${s.peerPort}`,
+          `--initial-advertise-peer-urls=http://127.0.0.1:${s.peerPort}`,
+          `--initial-cluster=${initialCluster}`,
+          "--initial-cluster-token=e2e-token",
+          "--initial-cluster-state=new",
+          "--log-level=info",
+          ...(opts.extraArgs ?? []),
+        ]),
+    );
+    return new Cluster(dir, members);
+  }
+
+  get endpoints(): string {
+    return this.members.map((m) => m.endpoint).join(",");
+  }
+
+  async start(): Promise<void> {
+    for (const m of this.members) m.start();
+    await Promise.all(this.members.map((m) => m.waitReady()));
+  }
+
+  async stop(signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
+    await Promise.all(this.members.map((m) => m.kill(signal)));
+  }
+
+  async destroy(): Promise<void> {
+    await this.stop("SIGKILL");
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  /** Dumps member logs (for a failing test's message). */
+  logs(): string {
+    return this.members.map((m) => `==== ${m.spec.name}\n${m.log.slice(-3000)}`).join("\n");
+  }
+}
+
+export interface CtlResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs Debian's etcdctl (API v3) against `endpoints`. */
+export function etcdctl(endpoints: string, args: string[], input?: string, timeoutMs = 20_000): Promise<CtlResult> {
+  return new Promise((res) => {
+    const child = execFile(
+      ETCDCTL,
+      [`--endpoints=${endpoints}`, "--dial-timeout=5s", "--command-timeout=10s", ...args],
+      { env: { ...process.env, ETCDCTL_API: "3" }, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : typeof err.code === "number" ? err.code : 1;
+        res({ code, stdout: stdout.toString(), stderr: stderr.toString() });
+      },
+    );
+    if (input !== undefined) {
+      child.stdin?.end(input);
+    }
+  });
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Polls `fn` until it returns a value or the deadline passes (for convergence, never for speed). */
+export async function eventually<T>(fn: () => Promise<T | undefined>, timeoutMs = 20_000, what = "condition"): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastErr: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch (e) {
+      lastErr = e;
+    }
+    await sleep(100);
+  }
+  throw new Error(`timed out waiting for ${what}${lastErr ? `: ${String(lastErr)}` : ""}`);
+}
