@@ -1,0 +1,450 @@
+/**
+ * The member's configuration from etcd's flags (and their ETCD_* environment variables), with
+ * etcd 3.4/3.5's defaults, validation rules and error texts.
+ *
+ * `parseConfig` is pure: it reads only its arguments, and returns warnings instead of logging
+ * them (the logger is configured from the result). The entry point turns a ConfigError into
+ * etcd's output and exit code with `configErrorText`.
+ */
+import * as path from "node:path";
+import {
+  ConfigError,
+  type FlagSpec,
+  parseFlags,
+  parseGoBool,
+  parseGoDurationMs,
+  parseGoInt,
+  parseGoUint,
+  parseUrlList,
+} from "./flags.js";
+
+export { ConfigError } from "./flags.js";
+
+export const VERSION = "0.1.0";
+/** The etcd API version etcetera implements (what Status reports as the server version). */
+export const ETCD_API_VERSION = "3.5.0";
+
+/** etcd's DefaultQuotaBytes (2 GiB), used when --quota-backend-bytes is 0. */
+export const DEFAULT_QUOTA_BACKEND_BYTES = 2 * 1024 * 1024 * 1024;
+/** etcd's MaxQuotaBytes (8 GiB): larger quotas are allowed but warned about. */
+export const MAX_QUOTA_BACKEND_BYTES = 8 * 1024 * 1024 * 1024;
+/** etcd's maxElectionMs. */
+export const MAX_ELECTION_MS = 50_000;
+const MAX_UINT32 = 4294967295;
+
+export type LogLevel = "debug" | "info" | "warn" | "error" | "panic" | "fatal";
+export const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error", "panic", "fatal"];
+
+export type ClusterState = "new" | "existing";
+
+/** One member of --initial-cluster. */
+export interface InitialMember {
+  readonly name: string;
+  /** Sorted, as etcd sorts URL lists. */
+  readonly peerUrls: readonly string[];
+}
+
+export type AutoCompaction =
+  | { readonly mode: "periodic"; readonly retentionMs: number }
+  | { readonly mode: "revision"; readonly retentionRevisions: number };
+
+/** Everything a member needs to start. Units are in the field names. */
+export interface ServerConfig {
+  /** --name: human-readable member name (default "default"). */
+  readonly name: string;
+  /** --data-dir (default `${name}.etcd`). */
+  readonly dataDir: string;
+  /** Where the WAL lives: --wal-dir, or `${dataDir}/member/wal` when not set. */
+  readonly walDir: string;
+  /** True when --wal-dir was given (the WAL is outside the data dir). */
+  readonly dedicatedWalDir: boolean;
+  /** Directory for snapshot files: `${dataDir}/member/snap`. */
+  readonly snapDir: string;
+
+  readonly listenClientUrls: readonly string[];
+  readonly advertiseClientUrls: readonly string[];
+  readonly listenPeerUrls: readonly string[];
+  readonly initialAdvertisePeerUrls: readonly string[];
+  readonly listenMetricsUrls: readonly string[];
+
+  /** --initial-cluster (or --peers), in the order given; names unique. */
+  readonly initialCluster: readonly InitialMember[];
+  /** The same as the string etcd logs (`n1=http://...,n2=...`). */
+  readonly initialClusterText: string;
+  readonly initialClusterState: ClusterState;
+  readonly initialClusterToken: string;
+
+  /** Applied entries between two snapshots (--snapshot-count). */
+  readonly snapshotCount: number;
+  /** Raft tick (--heartbeat-interval). */
+  readonly heartbeatMs: number;
+  /** Election timeout (--election-timeout); ticks = electionMs / heartbeatMs. */
+  readonly electionMs: number;
+  /** Backend size that raises NOSPACE; null when the quota is disabled (a negative flag). */
+  readonly quotaBackendBytes: number | null;
+  readonly maxRequestBytes: number;
+  readonly maxTxnOps: number;
+  /** null when --auto-compaction-retention is 0 (disabled). */
+  readonly autoCompaction: AutoCompaction | null;
+  readonly maxSnapshots: number;
+  readonly maxWals: number;
+  readonly maxConcurrentStreams: number;
+
+  readonly logLevel: LogLevel;
+  /** "zap" (JSON, etcd 3.5's default) or "capnslog" (accepted; etcetera logs JSON either way). */
+  readonly logger: "zap" | "capnslog";
+  /** --log-outputs: "default", "stdout", "stderr" or file paths. */
+  readonly logOutputs: readonly string[];
+
+  readonly preVote: boolean;
+  readonly strictReconfigCheck: boolean;
+  readonly initialElectionTickAdvance: boolean;
+  readonly grpcKeepaliveMinTimeMs: number;
+  readonly grpcKeepaliveIntervalMs: number;
+  readonly grpcKeepaliveTimeoutMs: number;
+  readonly watchProgressNotifyIntervalMs: number;
+  readonly compactionBatchLimit: number;
+
+  /** --version was given: print `versionText()` and exit 0. */
+  readonly printVersion: boolean;
+  /** -h/--help was given: print `usageText()` and exit 0 (other fields are defaults). */
+  readonly printHelp: boolean;
+  /** Findings to log at warn level once the logger exists. */
+  readonly warnings: readonly string[];
+}
+
+const MEMBER = "Member";
+const CLUSTERING = "Clustering";
+const LOGGING = "Logging";
+const MONITORING = "Profiling and Monitoring";
+const EXPERIMENTAL = "Experimental feature";
+
+/** Every flag etcetera accepts, in --help order. */
+export const FLAG_SPECS: readonly FlagSpec[] = [
+  { group: MEMBER, name: "name", kind: "string", defaultValue: "default", usage: "Human-readable name for this member." },
+  { group: MEMBER, name: "data-dir", kind: "string", defaultValue: "", defaultText: "${name}.etcd", usage: "Path to the data directory." },
+  { group: MEMBER, name: "wal-dir", kind: "string", defaultValue: "", usage: "Path to the dedicated wal directory." },
+  { group: MEMBER, name: "snapshot-count", kind: "uint", defaultValue: "100000", usage: "Number of committed transactions to trigger a snapshot to disk." },
+  { group: MEMBER, name: "heartbeat-interval", kind: "uint", defaultValue: "100", usage: "Time (in milliseconds) of a heartbeat interval." },
+  { group: MEMBER, name: "election-timeout", kind: "uint", defaultValue: "1000", usage: "Time (in milliseconds) for an election to timeout. See tuning documentation for details." },
+  { group: MEMBER, name: "initial-election-tick-advance", kind: "bool", defaultValue: "true", usage: "Whether to fast-forward initial election ticks on boot for faster election." },
+  { group: MEMBER, name: "listen-peer-urls", kind: "urls", defaultValue: "http://localhost:2380", usage: "List of URLs to listen on for peer traffic." },
+  { group: MEMBER, name: "listen-client-urls", kind: "urls", defaultValue: "http://localhost:2379", usage: "List of URLs to listen on for client traffic." },
+  { group: MEMBER, name: "max-snapshots", kind: "uint", defaultValue: "5", usage: "Maximum number of snapshot files to retain (0 is unlimited)." },
+  { group: MEMBER, name: "max-wals", kind: "uint", defaultValue: "5", usage: "Maximum number of wal files to retain (0 is unlimited)." },
+  { group: MEMBER, name: "quota-backend-bytes", kind: "int", defaultValue: "0", usage: "Raise alarms when backend size exceeds the given quota (0 defaults to low space quota)." },
+  { group: MEMBER, name: "max-txn-ops", kind: "uint", defaultValue: "128", usage: "Maximum number of operations permitted in a transaction." },
+  { group: MEMBER, name: "max-request-bytes", kind: "uint", defaultValue: "1572864", usage: "Maximum client request size in bytes the server will accept." },
+  { group: MEMBER, name: "max-concurrent-streams", kind: "uint", defaultValue: String(MAX_UINT32), defaultText: "math.MaxUint32", max: MAX_UINT32, usage: "Maximum concurrent streams that each client can open at a time." },
+  { group: MEMBER, name: "grpc-keepalive-min-time", kind: "duration", defaultValue: "5s", usage: "Minimum duration interval that a client should wait before pinging server." },
+  { group: MEMBER, name: "grpc-keepalive-interval", kind: "duration", defaultValue: "2h", usage: "Frequency duration of server-to-client ping to check if a connection is alive (0 to disable)." },
+  { group: MEMBER, name: "grpc-keepalive-timeout", kind: "duration", defaultValue: "20s", usage: "Additional duration of wait before closing a non-responsive connection (0 to disable)." },
+
+  { group: CLUSTERING, name: "initial-advertise-peer-urls", kind: "urls", defaultValue: "http://localhost:2380", usage: "List of this member's peer URLs to advertise to the rest of the cluster." },
+  { group: CLUSTERING, name: "initial-cluster", kind: "string", defaultValue: "", defaultText: "default=http://localhost:2380", usage: "Initial cluster configuration for bootstrapping." },
+  { group: CLUSTERING, name: "peers", kind: "string", defaultValue: "", usage: "etcetera's short form of --initial-cluster (name=url,...); also supplies this member's peer URLs when --initial-advertise-peer-urls and --listen-peer-urls are not set." },
+  { group: CLUSTERING, name: "initial-cluster-state", kind: "enum", choices: ["new", "existing"], defaultValue: "new", usage: "Initial cluster state ('new' or 'existing')." },
+  { group: CLUSTERING, name: "initial-cluster-token", kind: "string", defaultValue: "etcd-cluster", usage: "Initial cluster token for the etcd cluster during bootstrap. Specifying this can protect you from unintended cross-cluster interaction when running multiple clusters." },
+  { group: CLUSTERING, name: "advertise-client-urls", kind: "urls", defaultValue: "http://localhost:2379", usage: "List of this member's client URLs to advertise to the public." },
+  { group: CLUSTERING, name: "strict-reconfig-check", kind: "bool", defaultValue: "true", usage: "Reject reconfiguration requests that would cause quorum loss." },
+  { group: CLUSTERING, name: "pre-vote", kind: "bool", defaultValue: "true", usage: "Enable to run an additional Raft election phase." },
+  { group: CLUSTERING, name: "auto-compaction-retention", kind: "string", defaultValue: "0", usage: "Auto compaction retention length. 0 means disable auto compaction." },
+  { group: CLUSTERING, name: "auto-compaction-mode", kind: "string", defaultValue: "periodic", usage: "Interpret 'auto-compaction-retention' one of: periodic|revision. 'periodic' for duration based retention, defaulting to hours if no time unit is provided (e.g. '5m'). 'revision' for revision number based retention." },
+  { group: CLUSTERING, name: "enable-v2", kind: "bool", defaultValue: "false", usage: "Accept etcd V2 client requests (not supported by etcetera; must stay false)." },
+
+  { group: MONITORING, name: "listen-metrics-urls", kind: "string", defaultValue: "", usage: "List of URLs to listen on for the metrics and health endpoints." },
+  { group: MONITORING, name: "metrics", kind: "enum", choices: ["basic", "extensive"], defaultValue: "basic", usage: "Set level of detail for exported metrics, specify 'extensive' to include histogram metrics." },
+  { group: MONITORING, name: "enable-pprof", kind: "bool", defaultValue: "false", usage: "Accepted for compatibility; etcetera has no pprof endpoint." },
+
+  { group: LOGGING, name: "logger", kind: "string", defaultValue: "zap", usage: "Specify 'zap' for structured logging or 'capnslog' (accepted; etcetera always logs structured JSON)." },
+  { group: LOGGING, name: "log-outputs", kind: "string", defaultValue: "default", usage: "Specify 'stdout' or 'stderr' to skip journald logging even when running under systemd, or list of comma separated output targets." },
+  { group: LOGGING, name: "log-level", kind: "string", defaultValue: "info", usage: "Configures log level. Only supports debug, info, warn, error, panic, or fatal." },
+
+  { group: EXPERIMENTAL, name: "experimental-compaction-batch-limit", kind: "uint", defaultValue: "1000", usage: "Sets the maximum revisions deleted in each compaction batch." },
+  { group: EXPERIMENTAL, name: "experimental-watch-progress-notify-interval", kind: "duration", defaultValue: "10m", usage: "Duration of periodical watch progress notification." },
+
+  { group: "", name: "version", kind: "bool", defaultValue: "false", usage: "Print the version and exit." },
+];
+
+/**
+ * Parses etcd's flags and ETCD_* variables into a validated ServerConfig. Pure; throws ConfigError
+ * (exitCode 2 for unknown/malformed flags, 1 for values that fail etcd's verification).
+ */
+export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ServerConfig {
+  const parsed = parseFlags(argv, env, FLAG_SPECS);
+  const raw = (name: string): string => {
+    const v = parsed.values.get(name);
+    if (v === undefined) throw new Error(`no flag spec for ${name}`);
+    return v;
+  };
+  const isSet = (name: string): boolean => parsed.sources.get(name) !== "default";
+  const warnings = [...parsed.warnings];
+  try {
+    return buildConfig(raw, isSet, parsed.help, warnings);
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+    throw new ConfigError((e as Error).message, 1);
+  }
+}
+
+function buildConfig(
+  raw: (name: string) => string,
+  isSet: (name: string) => boolean,
+  printHelp: boolean,
+  warnings: string[],
+): ServerConfig {
+  const name = raw("name");
+  const dataDir = raw("data-dir") !== "" ? raw("data-dir") : `${name}.etcd`;
+  if (raw("data-dir") === "" && !printHelp) warnings.push(`no data-dir provided, using default data-dir ./${dataDir}`);
+  const walFlag = raw("wal-dir");
+
+  if (isSet("peers") && isSet("initial-cluster")) {
+    throw verifyError("--peers and --initial-cluster are the same setting; give only one");
+  }
+  const peersText = isSet("peers") ? raw("peers") : "";
+  const peerMembers = peersText !== "" ? parseInitialCluster(peersText) : null;
+  const ownPeerUrls = peerMembers?.find((m) => m.name === name)?.peerUrls;
+
+  // --peers names this member's URLs, so the separate peer URL flags become optional with it.
+  const initialAdvertisePeerUrls =
+    !isSet("initial-advertise-peer-urls") && ownPeerUrls !== undefined ? [...ownPeerUrls] : parseUrlList(raw("initial-advertise-peer-urls"));
+  const listenPeerUrls = !isSet("listen-peer-urls") && ownPeerUrls !== undefined ? [...ownPeerUrls] : parseUrlList(raw("listen-peer-urls"));
+
+  const heartbeatMs = parseGoUint(raw("heartbeat-interval"));
+  const electionMs = parseGoUint(raw("election-timeout"));
+  verifyTimeouts(heartbeatMs, electionMs);
+
+  // etcd: an explicit --listen-client-urls disables the default advertise URL.
+  if (isSet("listen-client-urls") && !isSet("advertise-client-urls")) {
+    throw verifyError("--advertise-client-urls is required when --listen-client-urls is set explicitly");
+  }
+  const autoCompaction = parseAutoCompaction(raw("auto-compaction-mode"), raw("auto-compaction-retention"));
+
+  const logger = raw("logger");
+  if (logger !== "zap" && logger !== "capnslog") throw verifyError(`unknown logger option "${logger}"`);
+  if (logger === "capnslog") warnings.push("'capnslog' logger is accepted for compatibility; etcetera logs JSON as with --logger=zap");
+  const logLevel = raw("log-level");
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
+    throw verifyError(`unknown log level "${logLevel}" (only supports debug, info, warn, error, panic, or fatal)`);
+  }
+  if (parseGoBool(raw("enable-v2"))) throw verifyError("--enable-v2 is not supported: etcetera serves only the v3 API");
+  if (parseGoBool(raw("enable-pprof"))) warnings.push("--enable-pprof has no effect in etcetera");
+
+  const quotaFlag = parseGoInt(raw("quota-backend-bytes"));
+  const quotaBackendBytes = quotaFlag < 0 ? null : quotaFlag === 0 ? DEFAULT_QUOTA_BACKEND_BYTES : quotaFlag;
+  if (quotaBackendBytes === null) warnings.push("disabling backend quota");
+  if (quotaBackendBytes !== null && quotaBackendBytes > MAX_QUOTA_BACKEND_BYTES) {
+    warnings.push(`quota exceeds the maximum value: quota-size-bytes=${quotaBackendBytes} quota-maximum-size-bytes=${MAX_QUOTA_BACKEND_BYTES}`);
+  }
+
+  const listenClientUrls = parseUrlList(raw("listen-client-urls"));
+  const advertiseClientUrls = parseUrlList(raw("advertise-client-urls"));
+  const listenMetricsUrls = raw("listen-metrics-urls") === "" ? [] : parseListenMetricsUrls(raw("listen-metrics-urls"));
+  for (const url of [...listenClientUrls, ...advertiseClientUrls, ...listenPeerUrls, ...initialAdvertisePeerUrls, ...listenMetricsUrls]) {
+    if (/^(https|unixs):/.test(url)) throw verifyError(`TLS is not supported by etcetera (${url})`);
+  }
+  const initialCluster =
+    peerMembers ??
+    parseInitialCluster(isSet("initial-cluster") ? raw("initial-cluster") : initialClusterFromName(name, initialAdvertisePeerUrls));
+  if (!printHelp) verifyInitialCluster(name, initialCluster, initialAdvertisePeerUrls);
+
+  return {
+    name,
+    dataDir,
+    walDir: walFlag !== "" ? walFlag : path.join(dataDir, "member", "wal"),
+    dedicatedWalDir: walFlag !== "",
+    snapDir: path.join(dataDir, "member", "snap"),
+    listenClientUrls,
+    advertiseClientUrls,
+    listenPeerUrls,
+    initialAdvertisePeerUrls,
+    listenMetricsUrls,
+    initialCluster,
+    initialClusterText: formatInitialCluster(initialCluster),
+    initialClusterState: raw("initial-cluster-state") as ClusterState,
+    initialClusterToken: raw("initial-cluster-token"),
+    snapshotCount: parseGoUint(raw("snapshot-count")),
+    heartbeatMs,
+    electionMs,
+    quotaBackendBytes,
+    maxRequestBytes: parseGoUint(raw("max-request-bytes")),
+    maxTxnOps: parseGoUint(raw("max-txn-ops")),
+    autoCompaction,
+    maxSnapshots: parseGoUint(raw("max-snapshots")),
+    maxWals: parseGoUint(raw("max-wals")),
+    maxConcurrentStreams: parseGoUint(raw("max-concurrent-streams")),
+    logLevel: logLevel as LogLevel,
+    logger,
+    logOutputs: raw("log-outputs").split(","),
+    preVote: parseGoBool(raw("pre-vote")),
+    strictReconfigCheck: parseGoBool(raw("strict-reconfig-check")),
+    initialElectionTickAdvance: parseGoBool(raw("initial-election-tick-advance")),
+    grpcKeepaliveMinTimeMs: parseGoDurationMs(raw("grpc-keepalive-min-time")),
+    grpcKeepaliveIntervalMs: parseGoDurationMs(raw("grpc-keepalive-interval")),
+    grpcKeepaliveTimeoutMs: parseGoDurationMs(raw("grpc-keepalive-timeout")),
+    watchProgressNotifyIntervalMs: parseGoDurationMs(raw("experimental-watch-progress-notify-interval")),
+    compactionBatchLimit: parseGoUint(raw("experimental-compaction-batch-limit")),
+    printVersion: parseGoBool(raw("version")),
+    printHelp,
+    warnings,
+  };
+}
+
+function verifyError(message: string): ConfigError {
+  return new ConfigError(message, 1);
+}
+
+/** etcd's embed.Config.Validate rules for the Raft timing flags. */
+function verifyTimeouts(heartbeatMs: number, electionMs: number): void {
+  if (heartbeatMs <= 0) throw verifyError(`--heartbeat-interval must be >0 (set to ${heartbeatMs}ms)`);
+  if (electionMs <= 0) throw verifyError(`--election-timeout must be >0 (set to ${electionMs}ms)`);
+  if (5 * heartbeatMs > electionMs) {
+    throw verifyError(`--election-timeout[${electionMs}ms] should be at least as 5 times as --heartbeat-interval[${heartbeatMs}ms]`);
+  }
+  if (electionMs > MAX_ELECTION_MS) {
+    throw verifyError(`--election-timeout[${electionMs}ms] is too long, and should be set less than ${MAX_ELECTION_MS}ms`);
+  }
+}
+
+/**
+ * etcd's rule: an integer retention is hours (periodic) or revisions (revision); otherwise a Go
+ * duration. etcd would read "1h" in revision mode as 3.6e12 revisions; we reject it instead.
+ */
+function parseAutoCompaction(mode: string, retention: string): AutoCompaction | null {
+  if (mode !== "periodic" && mode !== "revision") throw verifyError(`unknown auto-compaction-mode "${mode}"`);
+  const asInteger = /^[0-9]+$/.test(retention) ? Number(retention) : null;
+  if (mode === "revision") {
+    if (asInteger === null || !Number.isSafeInteger(asInteger)) {
+      throw verifyError(`invalid auto-compaction-retention "${retention}" (revision mode takes a number of revisions)`);
+    }
+    return asInteger === 0 ? null : { mode, retentionRevisions: asInteger };
+  }
+  let retentionMs: number;
+  if (asInteger !== null) {
+    retentionMs = asInteger * 3_600_000;
+  } else {
+    try {
+      retentionMs = parseGoDurationMs(retention);
+    } catch (e) {
+      throw verifyError(`error parsing CompactionRetention: ${(e as Error).message}`);
+    }
+  }
+  if (retentionMs < 0) throw verifyError(`invalid auto-compaction-retention "${retention}" (must not be negative)`);
+  return retentionMs === 0 ? null : { mode, retentionMs };
+}
+
+function parseListenMetricsUrls(text: string): string[] {
+  try {
+    return parseUrlList(text);
+  } catch (e) {
+    throw new ConfigError(`invalid value "${text}" for flag -listen-metrics-urls: ${(e as Error).message}`, 2);
+  }
+}
+
+/** etcd's InitialClusterFromName: this member's advertise URLs under its name. */
+function initialClusterFromName(name: string, advertisePeerUrls: readonly string[]): string {
+  return advertisePeerUrls.map((u) => `${name === "" ? "default" : name}=${u}`).join(",");
+}
+
+/**
+ * Parses `name=url,name=url` (etcd's types.NewURLsMap: a repeated name adds URLs to that member).
+ * Order of first appearance is kept; each member's URLs are sorted.
+ */
+export function parseInitialCluster(text: string): InitialMember[] {
+  const byName = new Map<string, string[]>();
+  for (const pair of text.split(",")) {
+    const eq = pair.indexOf("=");
+    const memberName = decodeURIComponent(eq === -1 ? pair : pair.slice(0, eq));
+    const url = eq === -1 ? "" : decodeURIComponent(pair.slice(eq + 1));
+    let urls: string[];
+    try {
+      urls = parseUrlList(url);
+    } catch (e) {
+      throw verifyError(`error setting up initial cluster: ${(e as Error).message}`);
+    }
+    const list = byName.get(memberName) ?? [];
+    list.push(...urls);
+    byName.set(memberName, list);
+  }
+  return [...byName].map(([name, urls]) => ({ name, peerUrls: urls.sort() }));
+}
+
+export function formatInitialCluster(members: readonly InitialMember[]): string {
+  return members.flatMap((m) => m.peerUrls.map((u) => `${m.name}=${u}`)).join(",");
+}
+
+/** etcd's bootstrap checks: no URL twice, this member listed, and listed with its advertise URLs. */
+function verifyInitialCluster(name: string, members: readonly InitialMember[], advertisePeerUrls: readonly string[]): void {
+  const text = formatInitialCluster(members);
+  const seen = new Set<string>();
+  for (const m of members) {
+    for (const u of m.peerUrls) {
+      if (seen.has(u)) throw verifyError(`initial cluster ${text} has duplicate url`);
+      seen.add(u);
+    }
+  }
+  const own = members.find((m) => m.name === name);
+  if (own === undefined) throw verifyError(`couldn't find local name "${name}" in the initial cluster configuration`);
+  const advertised = [...advertisePeerUrls].sort();
+  const listed = [...own.peerUrls].sort();
+  const advertisedText = advertised.join(",");
+  const quoteList = (l: readonly string[]): string => `[${l.map((u) => JSON.stringify(u)).join(" ")}]`;
+  if (advertised.length !== listed.length) {
+    throw verifyError(
+      `--initial-cluster has ${name}=${listed.join(",")} but missing from --initial-advertise-peer-urls=${advertisedText} (len(${quoteList(advertised)}) != len(${quoteList(listed)}))`,
+    );
+  }
+  for (let i = 0; i < listed.length; i++) {
+    if (advertised[i] !== listed[i]) {
+      throw verifyError(
+        `--initial-cluster has ${name}=${listed.join(",")} but missing from --initial-advertise-peer-urls=${advertisedText} (resolved urls: ${JSON.stringify(advertised[i])} != ${JSON.stringify(listed[i])})`,
+      );
+    }
+  }
+}
+
+/**
+ * What the entry point prints for a ConfigError: exit-2 errors are followed by the usage summary
+ * (Go's flag package prints usage); exit-1 errors are wrapped as etcdmain wraps them.
+ */
+export function configErrorText(err: ConfigError): string {
+  if (err.exitCode === 2) return `${err.message}\n${USAGE_HEADER}`;
+  return `error verifying flags, ${err.message}. See 'etcd --help'.\n`;
+}
+
+const USAGE_HEADER = `Usage:
+
+  etcd [flags]
+    Start an etcd server.
+
+  etcd --version
+    Show the version of etcd.
+
+  etcd -h | --help
+    Show the help information about etcd.
+
+Every flag can also be set with its ETCD_* environment variable (--data-dir: ETCD_DATA_DIR);
+a flag on the command line wins over the environment.
+`;
+
+/** The --help text: every flag, grouped like etcd's, with its default. */
+export function usageText(): string {
+  const lines: string[] = [USAGE_HEADER];
+  let group: string | undefined;
+  for (const spec of FLAG_SPECS) {
+    if (spec.group === "") continue;
+    if (spec.group !== group) {
+      group = spec.group;
+      lines.push(`\n${group}:`);
+    }
+    const shown = spec.defaultText ?? spec.defaultValue;
+    const choices = spec.choices !== undefined ? ` (${spec.choices.join("|")})` : "";
+    lines.push(`  --${spec.name} '${shown}'${choices}`, `    ${spec.usage}`);
+  }
+  lines.push("", "  --version", "    Print the version and exit.", "  -h | --help", "    Show this help.", "");
+  return lines.join("\n");
+}
+
+export function versionText(): string {
+  return `etcetera Version: ${VERSION}\netcd API Version: ${ETCD_API_VERSION}\nNode Version: ${process.version}\n`;
+}
