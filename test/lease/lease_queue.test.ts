@@ -1,0 +1,79 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { LeaseQueue } from "../../src/lease/lease_queue.js";
+
+interface Item {
+  id: number;
+  key: number;
+  index: number;
+}
+
+const SEED = Number(process.env.SEED ?? Date.now() % 2 ** 31);
+
+function queue(): LeaseQueue<Item> {
+  return new LeaseQueue<Item>({
+    key: (i) => i.key,
+    getIndex: (i) => i.index,
+    setIndex: (i, index) => {
+      i.index = index;
+    },
+  });
+}
+
+type Op = { kind: "upsert"; id: number; key: number } | { kind: "remove"; id: number } | { kind: "pop" } | { kind: "clear" };
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 6, arbitrary: fc.record({ kind: fc.constant("upsert" as const), id: fc.integer({ min: 0, max: 30 }), key: fc.integer({ min: 0, max: 50 }) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("remove" as const), id: fc.integer({ min: 0, max: 30 }) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("pop" as const) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("clear" as const) }) },
+);
+
+describe("LeaseQueue", () => {
+  it(`behaves as a keyed set ordered by key (seed ${SEED}, replay with SEED=...)`, () => {
+    console.log(`lease_queue property seed: ${SEED}`);
+    fc.assert(
+      fc.property(fc.array(opArb, { maxLength: 200 }), (ops) => {
+        const q = queue();
+        const items = new Map<number, Item>();
+        const model = new Map<number, number>(); // id -> key of queued items
+        const item = (id: number): Item => {
+          let it = items.get(id);
+          if (it === undefined) {
+            it = { id, key: 0, index: -1 };
+            items.set(id, it);
+          }
+          return it;
+        };
+        for (const op of ops) {
+          if (op.kind === "upsert") {
+            const it = item(op.id);
+            it.key = op.key;
+            q.upsert(it);
+            model.set(op.id, op.key);
+          } else if (op.kind === "remove") {
+            q.remove(item(op.id));
+            model.delete(op.id);
+          } else if (op.kind === "pop") {
+            const top = q.pop();
+            if (model.size === 0) {
+              expect(top).toBeUndefined();
+            } else {
+              const min = Math.min(...model.values());
+              expect(top?.key).toBe(min);
+              expect(top?.index).toBe(-1);
+              model.delete(top?.id ?? -1);
+            }
+          } else {
+            q.clear();
+            model.clear();
+          }
+          expect(q.size).toBe(model.size);
+          for (const [id, it] of items) expect(q.has(it)).toBe(model.has(id));
+          if (model.size > 0) expect(q.peek()?.key).toBe(Math.min(...model.values()));
+        }
+      }),
+      { seed: SEED, numRuns: 300 },
+    );
+  });
+});
