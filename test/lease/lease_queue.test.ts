@@ -33,7 +33,7 @@ describe("LeaseQueue", () => {
   it(`behaves as a keyed set ordered by key (seed ${SEED}, replay with SEED=...)`, () => {
     console.log(`lease_queue property seed: ${SEED}`);
     fc.assert(
-      fc.property(fc.array(opArb, { maxLength: 200 }), (ops) => {
+      fc.property(fc.array(opArb, { maxLength: 200, size: "max" }), (ops) => {
         const q = queue();
         const items = new Map<number, Item>();
         const model = new Map<number, number>(); // id -> key of queued items
