@@ -197,7 +197,9 @@ export class SnapOutOfDateError extends Error {
 
 /** Thrown when a proposal cannot be accepted: no leader known, or a leader transfer is in progress. */
 export class ProposalDroppedError extends Error {
-  constructor(readonly reason: "no leader" | "transfer in progress" | "not a member" | "conf change pending") {
+  constructor(
+    readonly reason: "no leader" | "transfer in progress" | "not a member" | "conf change pending" | "too many uncommitted entries" | "invalid conf change",
+  ) {
     super(`raft proposal dropped: ${reason}`);
     this.name = "ProposalDroppedError";
   }
@@ -209,4 +211,25 @@ export function emptyConfState(): ConfState {
 
 export function isEmptySnapshot(s: Snapshot | undefined): boolean {
   return s === undefined || s.metadata.index === 0;
+}
+
+/**
+ * The size an entry counts for in every byte limit (MsgApp size, inflight bytes, Storage.entries'
+ * maxSizeBytes): its payload plus a fixed 16 bytes for term, index and type, so that even empty
+ * entries (no-ops) are bounded per message.
+ */
+export function entrySizeBytes(e: Entry): number {
+  return e.data.byteLength + 16;
+}
+
+/** The longest prefix of `ents` within `maxSizeBytes` (by entrySizeBytes), but always at least one entry. */
+export function limitSize(ents: Entry[], maxSizeBytes: number): Entry[] {
+  if (ents.length === 0) return ents;
+  let size = entrySizeBytes(ents[0]);
+  let limit = 1;
+  for (; limit < ents.length; limit++) {
+    size += entrySizeBytes(ents[limit]);
+    if (size > maxSizeBytes) break;
+  }
+  return limit === ents.length ? ents : ents.slice(0, limit);
 }
