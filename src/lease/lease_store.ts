@@ -42,17 +42,15 @@ export class LeaseStore {
     this.deleteStmt.run(id);
   }
 
-  /** Every stored lease, validated: a corrupt row is an error, never a silently wrong lease. */
-  all(): LeaseRow[] {
-    const rows: LeaseRow[] = [];
+  /** Visits every stored lease, validated: a corrupt row is an error, never a silently wrong lease. */
+  forEach(visit: (row: LeaseRow) => void): void {
     for (const raw of this.allStmt.iterate()) {
       if (!Number.isSafeInteger(raw.id) || raw.id === 0) throw new Error(`lease table corrupt: bad id ${String(raw.id)}`);
       if (!Number.isSafeInteger(raw.ttl)) throw new Error(`lease table corrupt: lease ${raw.id} has bad ttl ${String(raw.ttl)}`);
       if (!Number.isSafeInteger(raw.remaining_ttl) || raw.remaining_ttl < 0) {
         throw new Error(`lease table corrupt: lease ${raw.id} has bad remaining_ttl ${String(raw.remaining_ttl)}`);
       }
-      rows.push({ id: raw.id, ttlSec: raw.ttl, remainingTtlSec: raw.remaining_ttl });
+      visit({ id: raw.id, ttlSec: raw.ttl, remainingTtlSec: raw.remaining_ttl });
     }
-    return rows;
   }
 }

@@ -400,10 +400,10 @@ export class Lessor implements LeaseHooks {
 
   /** etcd's initAndRecover: leases come back with expiry "forever" and their checkpointed remaining TTL. */
   private load(): void {
-    for (const row of this.store.all()) {
-      const lease = new Lease(row.id, Math.max(row.ttlSec, this.minLeaseTtlSec), row.remainingTtlSec);
-      this.leaseMap.set(row.id, lease);
-    }
+    this.store.forEach((row) => {
+      if (this.leaseMap.has(row.id)) throw new Error(`lease table corrupt: lease ${row.id} stored twice`);
+      this.leaseMap.set(row.id, new Lease(row.id, Math.max(row.ttlSec, this.minLeaseTtlSec), row.remainingTtlSec));
+    });
   }
 
   private forget(lease: Lease): void {

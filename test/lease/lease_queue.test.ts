@@ -68,12 +68,15 @@ describe("LeaseQueue", () => {
             q.clear();
             model.clear();
           }
-          expect(q.size).toBe(model.size);
-          for (const [id, it] of items) expect(q.has(it)).toBe(model.has(id));
-          if (model.size > 0) expect(q.peek()?.key).toBe(Math.min(...model.values()));
+          // Plain checks (not expect) in the hot loop: vitest's expect is slow over thousands of steps.
+          if (q.size !== model.size) throw new Error(`size ${q.size} != model ${model.size}`);
+          for (const [id, it] of items) {
+            if (q.has(it) !== model.has(id)) throw new Error(`membership of ${id} differs from the model`);
+          }
+          if (model.size > 0 && q.peek()?.key !== Math.min(...model.values())) throw new Error("peek is not the minimum");
         }
       }),
-      { seed: SEED, numRuns: 300 },
+      { seed: SEED, numRuns: 200 },
     );
   });
 });
