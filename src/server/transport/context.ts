@@ -1,0 +1,52 @@
+/** What the pieces of the transport (outbound streams, snapshot sender, inbound) share. */
+import type { Logger } from "pino";
+import type { NodeId } from "../../raft/types.js";
+import type { TransportMetrics } from "./metrics.js";
+
+/** Every bound of the transport. Defaults in DEFAULT_LIMITS. */
+export interface TransportLimits {
+  /** Hard maximum of one frame's body; larger frames are refused by the receiver. */
+  maxFrameBytes: number;
+  /** Hard maximum of a Hello frame (before the peer is known, accept only small frames). */
+  maxHelloBytes: number;
+  /** Outgoing queue per peer, in messages (etcd's streamBufSize is 4096). */
+  maxQueueMessages: number;
+  /** Outgoing queue per peer, in encoded bytes. */
+  maxQueueBytes: number;
+  /** Stop handing frames to a socket whose unsent backlog exceeds this; resume on 'drain'. */
+  socketHighWaterBytes: number;
+  /** Snapshot data is streamed in chunks of this size. */
+  snapshotChunkBytes: number;
+  /** The receiver refuses snapshots larger than this (it holds the whole snapshot in memory). */
+  maxSnapshotBytes: number;
+  /** Time for connect + Hello/HelloOk. */
+  handshakeTimeoutMs: number;
+  /** A snapshot transfer fails when no byte moves for this long. */
+  snapshotIdleTimeoutMs: number;
+  /** Reconnect backoff: first delay, doubled per failure up to the maximum (with ±25% jitter). */
+  backoffInitialMs: number;
+  backoffMaxMs: number;
+}
+
+export const DEFAULT_LIMITS: Readonly<TransportLimits> = Object.freeze({
+  maxFrameBytes: 16 * 1024 * 1024,
+  maxHelloBytes: 64 * 1024,
+  maxQueueMessages: 4096,
+  maxQueueBytes: 64 * 1024 * 1024,
+  socketHighWaterBytes: 4 * 1024 * 1024,
+  snapshotChunkBytes: 1024 * 1024,
+  maxSnapshotBytes: 4 * 1024 * 1024 * 1024 - 1,
+  handshakeTimeoutMs: 5_000,
+  snapshotIdleTimeoutMs: 30_000,
+  backoffInitialMs: 50,
+  backoffMaxMs: 2_000,
+});
+
+export interface TransportContext {
+  readonly localId: NodeId;
+  readonly clusterId: number;
+  readonly clusterToken: string;
+  readonly logger: Logger;
+  readonly metrics: TransportMetrics;
+  readonly limits: Readonly<TransportLimits>;
+}

@@ -1,0 +1,78 @@
+/**
+ * Dialing a peer: TCP connect, send Hello, wait for HelloOk, all within the handshake timeout.
+ * Resolves with a paused socket and its frame decoder, ready for the caller's own 'data' handler.
+ */
+import * as net from "node:net";
+import type { NodeId } from "../../raft/types.js";
+import { formatId } from "../member.js";
+import type { TransportContext } from "./context.js";
+import { FrameDecoder, FrameKind } from "./frame.js";
+import { type ConnectionKind, decodeHelloOk, decodeHelloReject, encodeHello, PROTOCOL_VERSION, RejectReason } from "./protocol.js";
+import type { TcpAddress } from "./url.js";
+
+/** The listener refused us; `reason` tells why (cluster id mismatch, unknown member, ...). */
+export class HandshakeRejectedError extends Error {
+  constructor(
+    readonly reason: RejectReason,
+    message: string,
+  ) {
+    super(message);
+    this.name = "HandshakeRejectedError";
+  }
+}
+
+export interface Established {
+  socket: net.Socket;
+  decoder: FrameDecoder;
+}
+
+export function dialPeer(ctx: TransportContext, to: NodeId, address: TcpAddress, kind: ConnectionKind): Promise<Established> {
+  return new Promise<Established>((resolve, reject) => {
+    const socket = net.connect({ host: address.host, port: address.port });
+    socket.setNoDelay(true);
+    const decoder = new FrameDecoder(ctx.limits.maxHelloBytes);
+    let settled = false;
+    const fail = (err: Error): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      reject(err);
+    };
+    const timer = setTimeout(() => fail(new Error(`handshake with ${address.host}:${address.port} timed out`)), ctx.limits.handshakeTimeoutMs);
+    socket.once("connect", () => {
+      socket.write(encodeHello({ version: PROTOCOL_VERSION, kind, clusterId: ctx.clusterId, from: ctx.localId, to, clusterToken: ctx.clusterToken }));
+    });
+    socket.on("error", fail);
+    socket.once("close", () => fail(new Error("connection closed during handshake")));
+    const onData = (chunk: Buffer): void => {
+      try {
+        const frames = decoder.push(chunk);
+        if (frames.length === 0) return;
+        const frame = frames[0]!;
+        if (frames.length > 1 || decoder.pendingBytes() > 0) throw new Error("unexpected data after the handshake answer");
+        if (frame.kind === FrameKind.HelloReject) {
+          const r = decodeHelloReject(frame.payload);
+          fail(new HandshakeRejectedError(r.reason, r.message));
+          return;
+        }
+        if (frame.kind !== FrameKind.HelloOk) throw new Error(`unexpected ${FrameKind[frame.kind]} frame in handshake`);
+        const remoteId = decodeHelloOk(frame.payload);
+        if (remoteId !== to) {
+          throw new HandshakeRejectedError(RejectReason.MemberIdMismatch, `dialed member ${formatId(to)} but ${formatId(remoteId)} answered`);
+        }
+        settled = true;
+        clearTimeout(timer);
+        socket.off("data", onData);
+        socket.off("error", fail);
+        socket.removeAllListeners("close");
+        socket.pause();
+        decoder.maxFrameBytes = ctx.limits.maxFrameBytes;
+        resolve({ socket, decoder });
+      } catch (e) {
+        fail(e as Error);
+      }
+    };
+    socket.on("data", onData);
+  });
+}

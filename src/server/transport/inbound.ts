@@ -1,0 +1,225 @@
+/**
+ * One accepted peer connection (etcd's rafthttp streamReader/snapshotHandler, server side).
+ *
+ * The first frame must be a Hello, within the handshake timeout and within a small size: until
+ * then the connection may be anyone (a port scanner, a peer of another cluster, garbage), so it
+ * gets no memory or trust. A Hello from another cluster, for another member or from an unknown
+ * member is refused with a reason and logged. Any framing or decoding error closes the
+ * connection; it never throws out of the socket handlers.
+ */
+import type * as net from "node:net";
+import { crc32 } from "node:zlib";
+import type { Message, NodeId } from "../../raft/types.js";
+import { formatId } from "../member.js";
+import type { TransportContext } from "./context.js";
+import { type Frame, FRAME_HEADER_BYTES, FrameDecoder, FrameKind } from "./frame.js";
+import {
+  ConnectionKind,
+  decodeHello,
+  decodeMessages,
+  decodeSnapBegin,
+  decodeSnapChunk,
+  decodeSnapEnd,
+  encodeHelloOk,
+  encodeHelloReject,
+  encodeSnapAck,
+  type Hello,
+  PROTOCOL_VERSION,
+  RejectReason,
+} from "./protocol.js";
+
+export interface InboundHooks {
+  isKnownPeer(id: NodeId): boolean;
+  /** A stream from `from` is established (the transport closes an older one from the same peer). */
+  onStream(from: NodeId, socket: net.Socket): void;
+  onMessages(from: NodeId, msgs: Message[]): void;
+  /** A snapshot arrived complete; the receiver acknowledges after this returns. */
+  onSnapshot(from: NodeId, m: Message): void;
+}
+
+interface SnapshotReassembly {
+  message: Message;
+  data: Buffer;
+  received: number;
+  crc: number;
+}
+
+export function serveInbound(ctx: TransportContext, socket: net.Socket, hooks: InboundHooks): void {
+  new InboundConnection(ctx, socket, hooks);
+}
+
+class InboundConnection {
+  private readonly decoder: FrameDecoder;
+  private hello: Hello | undefined;
+  private peerLabel = "unknown";
+  private snapshot: SnapshotReassembly | undefined;
+  private snapshotDone = false;
+  private readonly handshakeTimer: NodeJS.Timeout;
+
+  constructor(
+    private readonly ctx: TransportContext,
+    private readonly socket: net.Socket,
+    private readonly hooks: InboundHooks,
+  ) {
+    this.decoder = new FrameDecoder(ctx.limits.maxHelloBytes);
+    socket.setNoDelay(true);
+    this.handshakeTimer = setTimeout(() => this.close("no handshake within the timeout"), ctx.limits.handshakeTimeoutMs);
+    socket.on("data", (chunk: Buffer) => this.onData(chunk));
+    socket.on("error", () => undefined); // 'close' follows; errors are reported where they matter
+    socket.on("close", () => clearTimeout(this.handshakeTimer));
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.socket.destroyed) return;
+    try {
+      for (const frame of this.decoder.push(chunk)) {
+        if (this.socket.destroyed) return;
+        this.onFrame(frame);
+      }
+    } catch (e) {
+      if (this.hello !== undefined) this.ctx.metrics.receivedFailures.inc({ From: this.peerLabel });
+      this.close(`protocol error: ${(e as Error).message}`);
+    }
+  }
+
+  private onFrame(frame: Frame): void {
+    if (this.hello === undefined) {
+      if (frame.kind !== FrameKind.Hello) throw new Error(`expected Hello, got ${FrameKind[frame.kind] ?? frame.kind}`);
+      this.onHello(decodeHello(frame.payload));
+      return;
+    }
+    this.ctx.metrics.receivedBytes.inc({ From: this.peerLabel }, FRAME_HEADER_BYTES + 1 + frame.payload.byteLength);
+    if (this.hello.kind === ConnectionKind.Stream) {
+      if (frame.kind !== FrameKind.Messages) throw new Error(`unexpected ${FrameKind[frame.kind]} frame on a stream`);
+      this.onMessages(decodeMessages(frame.payload));
+    } else {
+      this.onSnapshotFrame(frame);
+    }
+  }
+
+  private onHello(h: Hello): void {
+    const fields = {
+      "local-member-id": formatId(this.ctx.localId),
+      "local-member-cluster-id": formatId(this.ctx.clusterId),
+      "remote-peer-id": formatId(h.from),
+      "remote-peer-cluster-id": formatId(h.clusterId),
+      "remote-addr": `${this.socket.remoteAddress}:${this.socket.remotePort}`,
+    };
+    let reject: [RejectReason, string] | undefined;
+    if (h.version !== PROTOCOL_VERSION) {
+      reject = [RejectReason.IncompatibleVersion, `incompatible peer protocol version ${h.version} (local ${PROTOCOL_VERSION})`];
+    } else if (h.clusterId !== this.ctx.clusterId) {
+      reject = [RejectReason.ClusterIdMismatch, "request cluster ID mismatch"];
+    } else if (h.to !== this.ctx.localId) {
+      reject = [RejectReason.MemberIdMismatch, "ignored streaming request; ID mismatch"];
+    } else if (!this.hooks.isKnownPeer(h.from)) {
+      reject = [RejectReason.UnknownPeer, "failed to find remote peer in cluster"];
+    }
+    if (reject !== undefined) {
+      this.ctx.logger.warn({ ...fields, "remote-cluster-token": h.clusterToken, "local-cluster-token": this.ctx.clusterToken }, reject[1]);
+      this.socket.end(encodeHelloReject({ reason: reject[0], message: reject[1] }));
+      this.socket.destroySoon();
+      return;
+    }
+    clearTimeout(this.handshakeTimer);
+    this.hello = h;
+    this.peerLabel = formatId(h.from);
+    this.decoder.maxFrameBytes = this.ctx.limits.maxFrameBytes;
+    this.socket.write(encodeHelloOk(this.ctx.localId));
+    if (h.kind === ConnectionKind.Stream) {
+      this.socket.setKeepAlive(true, 5_000);
+      this.hooks.onStream(h.from, this.socket);
+    } else {
+      this.socket.setTimeout(this.ctx.limits.snapshotIdleTimeoutMs, () => this.close("snapshot transfer stalled"));
+    }
+  }
+
+  private onMessages(msgs: Message[]): void {
+    const from = this.hello!.from;
+    const accepted: Message[] = [];
+    for (const m of msgs) {
+      // A peer only speaks for itself, and only to us.
+      if (m.from !== from || m.to !== this.ctx.localId) {
+        this.ctx.logger.warn({ "remote-peer-id": this.peerLabel, from: formatId(m.from), to: formatId(m.to) }, "dropped Raft message with mismatched from/to");
+        continue;
+      }
+      accepted.push(m);
+    }
+    if (accepted.length > 0) this.hooks.onMessages(from, accepted);
+  }
+
+  private onSnapshotFrame(frame: Frame): void {
+    if (this.snapshotDone) throw new Error("data after the snapshot end");
+    switch (frame.kind) {
+      case FrameKind.SnapBegin: {
+        if (this.snapshot !== undefined) throw new Error("second snapshot header");
+        const { message, totalBytes } = decodeSnapBegin(frame.payload);
+        if (message.from !== this.hello!.from || message.to !== this.ctx.localId) throw new Error("snapshot message with mismatched from/to");
+        if (totalBytes > this.ctx.limits.maxSnapshotBytes) {
+          this.refuseSnapshot(`snapshot of ${totalBytes} bytes exceeds the maximum of ${this.ctx.limits.maxSnapshotBytes}`);
+          return;
+        }
+        this.snapshot = { message, data: Buffer.allocUnsafe(totalBytes), received: 0, crc: 0 };
+        return;
+      }
+      case FrameKind.SnapChunk: {
+        const s = this.snapshot;
+        if (s === undefined) throw new Error("snapshot chunk before the header");
+        const { offset, data } = decodeSnapChunk(frame.payload);
+        if (offset !== s.received) throw new Error(`snapshot chunk at ${offset}, expected ${s.received}`);
+        if (s.received + data.byteLength > s.data.byteLength) throw new Error("snapshot chunks exceed the announced size");
+        data.copy(s.data, s.received);
+        s.received += data.byteLength;
+        s.crc = crc32(data, s.crc);
+        return;
+      }
+      case FrameKind.SnapEnd: {
+        const s = this.snapshot;
+        if (s === undefined) throw new Error("snapshot end before the header");
+        const crc = decodeSnapEnd(frame.payload);
+        if (s.received !== s.data.byteLength) throw new Error(`snapshot ended at ${s.received} of ${s.data.byteLength} bytes`);
+        if (crc !== s.crc) {
+          this.refuseSnapshot(`snapshot checksum mismatch (${s.crc} != ${crc})`);
+          return;
+        }
+        this.deliverSnapshot(s);
+        return;
+      }
+      default:
+        throw new Error(`unexpected ${FrameKind[frame.kind]} frame on a snapshot connection`);
+    }
+  }
+
+  private deliverSnapshot(s: SnapshotReassembly): void {
+    this.snapshotDone = true;
+    this.snapshot = undefined;
+    const m: Message = { ...s.message, snapshot: { metadata: s.message.snapshot!.metadata, data: s.data } };
+    try {
+      this.hooks.onSnapshot(this.hello!.from, m);
+    } catch (e) {
+      this.refuseSnapshot(`receiver failed: ${(e as Error).message}`);
+      return;
+    }
+    this.ctx.metrics.snapshotReceiveSuccess.inc({ From: this.peerLabel });
+    this.ctx.logger.info(
+      { "remote-peer-id": this.peerLabel, "snapshot-index": m.snapshot!.metadata.index, "snapshot-size-bytes": s.data.byteLength },
+      "received and delivered incoming snapshot",
+    );
+    this.socket.end(encodeSnapAck(true, ""));
+  }
+
+  private refuseSnapshot(reason: string): void {
+    this.snapshotDone = true;
+    this.snapshot = undefined;
+    this.ctx.metrics.snapshotReceiveFailures.inc({ From: this.peerLabel });
+    this.ctx.logger.warn({ "remote-peer-id": this.peerLabel, error: reason }, "failed to receive snapshot");
+    this.socket.end(encodeSnapAck(false, reason));
+  }
+
+  private close(reason: string): void {
+    if (this.snapshot !== undefined) this.ctx.metrics.snapshotReceiveFailures.inc({ From: this.peerLabel });
+    this.snapshot = undefined;
+    this.ctx.logger.warn({ "remote-peer-id": this.peerLabel, "remote-addr": `${this.socket.remoteAddress}:${this.socket.remotePort}`, reason }, "closed peer connection");
+    this.socket.destroy();
+  }
+}

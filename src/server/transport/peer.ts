@@ -1,0 +1,224 @@
+/**
+ * The outgoing stream to one peer (etcd's rafthttp streamWriter): one persistent TCP connection,
+ * a bounded queue of messages, and a flush that writes everything queued as Messages frames in
+ * one corked write. The connection is re-dialed with exponential backoff when it breaks.
+ *
+ * Messages are accepted only while the stream is active: a message queued for a dead peer would
+ * be stale by the time it arrives, and Raft resends what matters. A refused message makes the
+ * transport report the peer unreachable, which moves Raft's progress for it to probing.
+ */
+import type * as net from "node:net";
+import type { Message, NodeId } from "../../raft/types.js";
+import { formatId } from "../member.js";
+import { encodedMessageBytes } from "./codec.js";
+import type { TransportContext } from "./context.js";
+import { dialPeer, HandshakeRejectedError } from "./dial.js";
+import { encodeMessages, messagesFrameBytes } from "./protocol.js";
+import { ConnectionKind } from "./protocol.js";
+import { peerUrlToAddress } from "./url.js";
+
+type StreamState = "connecting" | "active" | "backoff" | "stopped";
+
+/** Why `enqueue` refused a message. */
+export type DropReason = "inactive" | "queue full" | "too large";
+
+/** Counters of one outgoing stream since it was created. */
+export interface PeerStreamStats {
+  /** Flushes that wrote something: each is one corked socket write. */
+  flushes: number;
+  framesSent: number;
+  messagesSent: number;
+  messagesDropped: number;
+}
+
+export interface PeerStreamHooks {
+  /** The stream became active or inactive (inactive also means: report unreachable). */
+  onActiveChange(id: NodeId, active: boolean): void;
+}
+
+export class PeerStream {
+  private state: StreamState = "connecting";
+  private socket: net.Socket | undefined;
+  private queue: Message[] = [];
+  private queueSizes: number[] = [];
+  private queueBytes = 0;
+  private urlIndex = 0;
+  private backoffMs: number;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private lastLoggedError = "";
+  readonly stats: PeerStreamStats = { flushes: 0, framesSent: 0, messagesSent: 0, messagesDropped: 0 };
+  private readonly peerLabel: string;
+  private readonly localLabel: string;
+
+  constructor(
+    readonly id: NodeId,
+    private urls: readonly string[],
+    private readonly ctx: TransportContext,
+    private readonly hooks: PeerStreamHooks,
+  ) {
+    if (urls.length === 0) throw new Error(`peer ${formatId(id)} has no URLs`);
+    for (const u of urls) peerUrlToAddress(u); // fail fast on unusable URLs
+    this.backoffMs = ctx.limits.backoffInitialMs;
+    this.peerLabel = formatId(id);
+    this.localLabel = formatId(ctx.localId);
+    this.connect();
+  }
+
+  isActive(): boolean {
+    return this.state === "active";
+  }
+
+  peerUrls(): readonly string[] {
+    return this.urls;
+  }
+
+  /** Queues `m` for the next flush, or says why not. */
+  enqueue(m: Message): DropReason | undefined {
+    const reason = this.admit(m);
+    if (reason !== undefined) this.stats.messagesDropped++;
+    return reason;
+  }
+
+  private admit(m: Message): DropReason | undefined {
+    if (this.state !== "active") return "inactive";
+    const size = encodedMessageBytes(m);
+    if (messagesFrameBytes(size) > this.ctx.limits.maxFrameBytes) return "too large";
+    if (this.queue.length >= this.ctx.limits.maxQueueMessages || this.queueBytes + size > this.ctx.limits.maxQueueBytes) {
+      return "queue full";
+    }
+    this.queue.push(m);
+    this.queueSizes.push(size);
+    this.queueBytes += size;
+    return undefined;
+  }
+
+  hasQueued(): boolean {
+    return this.queue.length > 0;
+  }
+
+  /**
+   * Writes the queue as few frames as the frame limit allows, in one corked write. Stops while
+   * the socket's backlog is above the high-water mark; 'drain' resumes it.
+   */
+  flush(): void {
+    const socket = this.socket;
+    if (this.state !== "active" || socket === undefined || this.queue.length === 0) return;
+    if (socket.writableLength > this.ctx.limits.socketHighWaterBytes) return;
+    const maxPayload = this.ctx.limits.maxFrameBytes - messagesFrameBytes(0);
+    let sentBytes = 0;
+    socket.cork();
+    let start = 0;
+    while (start < this.queue.length) {
+      let end = start;
+      let bytes = 0;
+      while (end < this.queue.length && (end === start || bytes + this.queueSizes[end]! <= maxPayload)) {
+        bytes += this.queueSizes[end]!;
+        end++;
+      }
+      const frame = encodeMessages(this.queue.slice(start, end), this.queueSizes.slice(start, end));
+      socket.write(frame);
+      sentBytes += frame.byteLength;
+      this.stats.framesSent++;
+      start = end;
+    }
+    socket.uncork();
+    this.stats.flushes++;
+    this.stats.messagesSent += this.queue.length;
+    this.queue = [];
+    this.queueSizes = [];
+    this.queueBytes = 0;
+    this.ctx.metrics.sentBytes.inc({ To: this.peerLabel }, sentBytes);
+  }
+
+  /** New URLs (a member update): reconnect if the current one is no longer listed. */
+  updateUrls(urls: readonly string[]): void {
+    if (urls.length === 0) throw new Error(`peer ${this.peerLabel} has no URLs`);
+    for (const u of urls) peerUrlToAddress(u);
+    const current = this.urls[this.urlIndex % this.urls.length];
+    this.urls = urls;
+    this.urlIndex = 0;
+    if (current !== undefined && !urls.includes(current)) this.socket?.destroy();
+  }
+
+  stop(): void {
+    this.state = "stopped";
+    clearTimeout(this.reconnectTimer);
+    this.socket?.destroy();
+    this.socket = undefined;
+    this.queue = [];
+    this.queueSizes = [];
+    this.queueBytes = 0;
+  }
+
+  private connect(): void {
+    this.state = "connecting";
+    const url = this.urls[this.urlIndex % this.urls.length]!;
+    dialPeer(this.ctx, this.id, peerUrlToAddress(url), ConnectionKind.Stream).then(
+      ({ socket }) => this.onEstablished(socket, url),
+      (err: Error) => this.onDialFailed(err, url),
+    );
+  }
+
+  private onEstablished(socket: net.Socket, url: string): void {
+    if (this.state === "stopped") {
+      socket.destroy();
+      return;
+    }
+    this.socket = socket;
+    this.state = "active";
+    this.backoffMs = this.ctx.limits.backoffInitialMs;
+    this.lastLoggedError = "";
+    socket.setKeepAlive(true, 5_000);
+    // The listener sends nothing on a stream after HelloOk: anything else is a protocol error.
+    socket.on("data", () => socket.destroy(new Error("unexpected data from peer on an outgoing stream")));
+    socket.on("drain", () => this.flush());
+    socket.on("error", (err) => this.logFailure(err, url));
+    socket.on("close", () => this.onClosed(socket));
+    socket.resume();
+    this.ctx.metrics.activePeers.inc({ Local: this.localLabel, Remote: this.peerLabel });
+    this.ctx.logger.info({ "local-member-id": this.localLabel, "remote-peer-id": this.peerLabel, "remote-peer-url": url }, "peer became active");
+    this.hooks.onActiveChange(this.id, true);
+  }
+
+  private onClosed(socket: net.Socket): void {
+    if (socket !== this.socket) return;
+    this.socket = undefined;
+    this.queue = [];
+    this.queueSizes = [];
+    this.queueBytes = 0;
+    this.ctx.metrics.activePeers.dec({ Local: this.localLabel, Remote: this.peerLabel });
+    this.ctx.metrics.disconnectedPeers.inc({ Local: this.localLabel, Remote: this.peerLabel });
+    if (this.state === "stopped") return;
+    this.ctx.logger.info({ "local-member-id": this.localLabel, "remote-peer-id": this.peerLabel }, "peer became inactive (message send to peer failed)");
+    this.hooks.onActiveChange(this.id, false);
+    this.scheduleReconnect();
+  }
+
+  private onDialFailed(err: Error, url: string): void {
+    if (this.state === "stopped") return;
+    this.ctx.metrics.sentFailures.inc({ To: this.peerLabel });
+    this.logFailure(err, url);
+    this.urlIndex++;
+    this.scheduleReconnect();
+  }
+
+  /** Logs a connection problem once per distinct error, so a down peer does not flood the log. */
+  private logFailure(err: Error, url: string): void {
+    const text = err.message;
+    if (text === this.lastLoggedError) return;
+    this.lastLoggedError = text;
+    const fields = { "local-member-id": this.localLabel, "remote-peer-id": this.peerLabel, "remote-peer-url": url, error: text };
+    if (err instanceof HandshakeRejectedError) this.ctx.logger.error(fields, "peer refused the connection");
+    else this.ctx.logger.warn(fields, "failed to connect to peer");
+  }
+
+  private scheduleReconnect(): void {
+    this.state = "backoff";
+    const jitter = 0.75 + Math.random() * 0.5;
+    const delayMs = Math.round(this.backoffMs * jitter);
+    this.backoffMs = Math.min(this.backoffMs * 2, this.ctx.limits.backoffMaxMs);
+    this.reconnectTimer = setTimeout(() => {
+      if (this.state === "backoff") this.connect();
+    }, delayMs);
+  }
+}

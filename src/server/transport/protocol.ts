@@ -1,0 +1,217 @@
+/**
+ * The peer protocol's frame payloads (framing itself is in frame.ts, messages in codec.ts).
+ *
+ * A connection starts with the dialer's Hello; the listener answers HelloOk or HelloReject and
+ * closes. After HelloOk a "stream" connection carries Messages frames from dialer to listener; a
+ * "snapshot" connection carries one SnapBegin, SnapChunk*, SnapEnd and gets one SnapAck back.
+ * Each member dials its own connections to send, as etcd's rafthttp does (one stream per
+ * direction), so a connection never needs to multiplex both directions of traffic.
+ */
+import type { Message } from "../../raft/types.js";
+import { CodecError, encodedMessageBytes, readMessage, Reader, Writer, writeMessage } from "./codec.js";
+import { allocFrame, type Frame, FrameKind, sealFrame } from "./frame.js";
+
+/** "ETCT": guards against some other protocol talking to the peer port. */
+export const PROTOCOL_MAGIC = 0x45544354;
+/** Bumped on any incompatible change of this file, codec.ts or frame.ts. */
+export const PROTOCOL_VERSION = 1;
+
+export enum ConnectionKind {
+  Stream = 1,
+  Snapshot = 2,
+}
+
+export interface Hello {
+  version: number;
+  kind: ConnectionKind;
+  clusterId: number;
+  from: number;
+  to: number;
+  clusterToken: string;
+}
+
+/** Why a listener refused a connection (the message is etcd's wording for the case). */
+export enum RejectReason {
+  ClusterIdMismatch = 1,
+  MemberIdMismatch = 2,
+  UnknownPeer = 3,
+  IncompatibleVersion = 4,
+  Busy = 5,
+}
+
+export interface HelloReject {
+  reason: RejectReason;
+  message: string;
+}
+
+function stringBytes(s: string): Buffer {
+  const b = Buffer.from(s, "utf8");
+  if (b.byteLength > 0xffff) throw new CodecError("string too long");
+  return b;
+}
+
+function frameWith(kind: FrameKind, payloadBytes: number, fill: (w: Writer) => void): Buffer {
+  const { buf, payloadOffset } = allocFrame(kind, payloadBytes);
+  const w = new Writer(buf);
+  w.offset = payloadOffset;
+  fill(w);
+  if (w.offset !== buf.byteLength) throw new Error(`frame size mismatch: wrote ${w.offset}, sized ${buf.byteLength}`);
+  return sealFrame(buf);
+}
+
+function writeString(w: Writer, b: Buffer): void {
+  w.buf.writeUInt16BE(b.byteLength, w.offset);
+  w.offset += 2;
+  w.raw(b);
+}
+
+function readString(r: Reader): string {
+  const n = r.u16();
+  if (n > r.remaining()) throw new CodecError("truncated string");
+  const s = r.buf.toString("utf8", r.offset, r.offset + n);
+  r.offset += n;
+  return s;
+}
+
+function expectEnd(r: Reader, what: string): void {
+  if (r.remaining() !== 0) throw new CodecError(`${r.remaining()} trailing bytes in ${what}`);
+}
+
+export function encodeHello(h: Hello): Buffer {
+  const token = stringBytes(h.clusterToken);
+  return frameWith(FrameKind.Hello, 4 + 2 + 1 + 8 * 3 + 2 + token.byteLength, (w) => {
+    w.u32(PROTOCOL_MAGIC);
+    w.buf.writeUInt16BE(h.version, w.offset);
+    w.offset += 2;
+    w.u8(h.kind);
+    w.u64(h.clusterId);
+    w.u64(h.from);
+    w.u64(h.to);
+    writeString(w, token);
+  });
+}
+
+export function decodeHello(payload: Buffer): Hello {
+  const r = new Reader(payload);
+  if (r.u32() !== PROTOCOL_MAGIC) throw new CodecError("not an etcetera peer (bad magic)");
+  const version = r.u16();
+  const kind = r.u8();
+  if (kind !== ConnectionKind.Stream && kind !== ConnectionKind.Snapshot) throw new CodecError(`unknown connection kind ${kind}`);
+  const h: Hello = { version, kind, clusterId: r.u64(), from: r.u64(), to: r.u64(), clusterToken: readString(r) };
+  expectEnd(r, "hello");
+  return h;
+}
+
+export function encodeHelloOk(localId: number): Buffer {
+  return frameWith(FrameKind.HelloOk, 8, (w) => w.u64(localId));
+}
+
+export function decodeHelloOk(payload: Buffer): number {
+  const r = new Reader(payload);
+  const id = r.u64();
+  expectEnd(r, "hello-ok");
+  return id;
+}
+
+export function encodeHelloReject(reject: HelloReject): Buffer {
+  const msg = stringBytes(reject.message);
+  return frameWith(FrameKind.HelloReject, 1 + 2 + msg.byteLength, (w) => {
+    w.u8(reject.reason);
+    writeString(w, msg);
+  });
+}
+
+export function decodeHelloReject(payload: Buffer): HelloReject {
+  const r = new Reader(payload);
+  const reject = { reason: r.u8() as RejectReason, message: readString(r) };
+  expectEnd(r, "hello-reject");
+  return reject;
+}
+
+/** Bytes of a Messages frame (header included) for messages whose encoded sizes sum to `bytes`. */
+export function messagesFrameBytes(messagesBytes: number): number {
+  return 8 + 1 + 4 + messagesBytes;
+}
+
+/** One Messages frame carrying `msgs`; `sizes[i]` is encodedMessageBytes(msgs[i]). */
+export function encodeMessages(msgs: readonly Message[], sizes?: readonly number[]): Buffer {
+  let total = 0;
+  for (let i = 0; i < msgs.length; i++) total += sizes?.[i] ?? encodedMessageBytes(msgs[i]!);
+  return frameWith(FrameKind.Messages, 4 + total, (w) => {
+    w.u32(msgs.length);
+    for (const m of msgs) writeMessage(w, m);
+  });
+}
+
+export function decodeMessages(payload: Buffer): Message[] {
+  const r = new Reader(payload);
+  const n = r.count(1);
+  const out = new Array<Message>(n);
+  for (let i = 0; i < n; i++) out[i] = readMessage(r);
+  expectEnd(r, "messages");
+  return out;
+}
+
+/** The snapshot header: the MsgSnap with its data left out, and the data's total size. */
+export function encodeSnapBegin(m: Message, totalBytes: number): Buffer {
+  if (m.snapshot === undefined) throw new Error("MsgSnap without snapshot");
+  const header: Message = { ...m, snapshot: { metadata: m.snapshot.metadata, data: new Uint8Array(0) } };
+  return frameWith(FrameKind.SnapBegin, 8 + encodedMessageBytes(header), (w) => {
+    w.u64(totalBytes);
+    writeMessage(w, header);
+  });
+}
+
+export function decodeSnapBegin(payload: Buffer): { message: Message; totalBytes: number } {
+  const r = new Reader(payload);
+  const totalBytes = r.u64();
+  const message = readMessage(r);
+  expectEnd(r, "snapshot header");
+  if (message.snapshot === undefined) throw new CodecError("snapshot header without snapshot");
+  return { message, totalBytes };
+}
+
+export function encodeSnapChunk(offset: number, data: Uint8Array): Buffer {
+  return frameWith(FrameKind.SnapChunk, 8 + data.byteLength, (w) => {
+    w.u64(offset);
+    w.raw(data);
+  });
+}
+
+/** The chunk's data is a view into the frame. */
+export function decodeSnapChunk(payload: Buffer): { offset: number; data: Buffer } {
+  const r = new Reader(payload);
+  const offset = r.u64();
+  return { offset, data: payload.subarray(r.offset) };
+}
+
+export function encodeSnapEnd(crc: number): Buffer {
+  return frameWith(FrameKind.SnapEnd, 4, (w) => w.u32(crc));
+}
+
+export function decodeSnapEnd(payload: Buffer): number {
+  const r = new Reader(payload);
+  const crc = r.u32();
+  expectEnd(r, "snapshot end");
+  return crc;
+}
+
+export function encodeSnapAck(ok: boolean, message: string): Buffer {
+  const msg = stringBytes(message);
+  return frameWith(FrameKind.SnapAck, 1 + 2 + msg.byteLength, (w) => {
+    w.u8(ok ? 1 : 0);
+    writeString(w, msg);
+  });
+}
+
+export function decodeSnapAck(payload: Buffer): { ok: boolean; message: string } {
+  const r = new Reader(payload);
+  const ack = { ok: r.bool(), message: readString(r) };
+  expectEnd(r, "snapshot ack");
+  return ack;
+}
+
+/** Throws unless `frame` is of `kind` (a peer speaking out of turn is a protocol error). */
+export function expectKind(frame: Frame, kind: FrameKind): void {
+  if (frame.kind !== kind) throw new CodecError(`expected frame ${FrameKind[kind]}, got ${FrameKind[frame.kind]}`);
+}

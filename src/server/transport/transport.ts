@@ -1,0 +1,305 @@
+/**
+ * The peer transport (etcd's rafthttp.Transport): carries Raft messages between members.
+ *
+ * Why raw TCP (node:net) rather than HTTP/2: one long-lived byte stream per direction per peer is
+ * all Raft needs; framing it ourselves keeps the hot path to one corked write per flush, makes
+ * every bound explicit (frame size, queue, backlog), and leaves a plain TCP stream that the
+ * reliability suite's TCP fault-injection proxy can delay, cut or blackhole without speaking any
+ * protocol. Snapshots use a connection of their own so they never hold up heartbeats.
+ *
+ * Threading of callbacks: `send` never calls back synchronously. `onUnreachable` and
+ * `onSnapshotStatus` run from timers/socket events, so the node loop may call into Raft from them.
+ * `onMessage` runs from socket events, one call per message, in arrival order per peer.
+ */
+import * as net from "node:net";
+import type { Logger } from "pino";
+import { Registry } from "prom-client";
+import { type Message, MessageType, type NodeId } from "../../raft/types.js";
+import { formatId } from "../member.js";
+import { DEFAULT_LIMITS, type TransportContext, type TransportLimits } from "./context.js";
+import { serveInbound } from "./inbound.js";
+import { transportMetrics } from "./metrics.js";
+import { type DropReason, PeerStream, type PeerStreamStats } from "./peer.js";
+import { type SnapshotSend, sendSnapshot } from "./snapshot_sender.js";
+import { peerUrlToAddress, type TcpAddress } from "./url.js";
+
+export type { TransportLimits } from "./context.js";
+export { DEFAULT_LIMITS } from "./context.js";
+export type { PeerStreamStats } from "./peer.js";
+
+export interface TransportOptions {
+  localId: NodeId;
+  clusterId: number;
+  /** --initial-cluster-token; sent in the handshake and logged on a mismatch (the id decides). */
+  clusterToken?: string;
+  /** --listen-peer-urls (http://host:port; port 0 picks a free port, see listenAddresses()). */
+  listenUrls: readonly string[];
+  /** The other members and their peer URLs. The local member must not be listed. */
+  peers?: ReadonlyMap<NodeId, readonly string[]>;
+  /** A Raft message for this member arrived. */
+  onMessage(m: Message): void;
+  /** A message to `id` could not be sent (peer down or overloaded): etcd's ReportUnreachable. */
+  onUnreachable(id: NodeId): void;
+  /** A MsgSnap to `id` was delivered (failed=false) or not: etcd's ReportSnapshot/MsgSnapStatus. */
+  onSnapshotStatus(id: NodeId, failed: boolean): void;
+  /** Optional: the outgoing stream to `id` became active or inactive. */
+  onPeerActive?(id: NodeId, active: boolean): void;
+  logger: Logger;
+  /** Where the etcd_network_* metrics go; a private registry when not given. */
+  registry?: Registry;
+  limits?: Partial<TransportLimits>;
+}
+
+/** How often a drop is logged per peer at most (the counter metrics count every one). */
+const DROP_LOG_INTERVAL_MS = 1_000;
+
+export class Transport {
+  private readonly ctx: TransportContext;
+  private readonly peers = new Map<NodeId, PeerStream>();
+  private readonly inboundStreams = new Map<NodeId, net.Socket>();
+  private readonly inboundSockets = new Set<net.Socket>();
+  private readonly snapshotSends = new Map<NodeId, SnapshotSend>();
+  private readonly servers: net.Server[] = [];
+  private readonly pendingUnreachable = new Set<NodeId>();
+  private readonly lastDropLogMs = new Map<NodeId, number>();
+  private flushScheduled = false;
+  private started = false;
+  private stopped = false;
+
+  constructor(private readonly options: TransportOptions) {
+    if (!Number.isSafeInteger(options.localId) || options.localId <= 0) throw new Error(`invalid local member id ${options.localId}`);
+    const limits = { ...DEFAULT_LIMITS, ...options.limits };
+    this.ctx = {
+      localId: options.localId,
+      clusterId: options.clusterId,
+      clusterToken: options.clusterToken ?? "",
+      logger: options.logger,
+      metrics: transportMetrics(options.registry ?? new Registry()),
+      limits,
+    };
+    for (const u of options.listenUrls) peerUrlToAddress(u);
+  }
+
+  /** Listens on every listen URL and dials every peer. Resolves once listening. */
+  async start(): Promise<void> {
+    if (this.started) throw new Error("transport already started");
+    this.started = true;
+    for (const url of this.options.listenUrls) {
+      const address = peerUrlToAddress(url);
+      const server = net.createServer((socket) => this.accept(socket));
+      this.servers.push(server);
+      await new Promise<void>((resolve, reject) => {
+        server.once("error", reject);
+        server.listen(address.port, address.host, () => {
+          server.off("error", reject);
+          resolve();
+        });
+      });
+      server.on("error", (err) => this.ctx.logger.error({ error: err.message }, "peer listener error"));
+      this.ctx.logger.info({ "listen-peer-url": url }, "serving peer traffic");
+    }
+    for (const [id, urls] of this.options.peers ?? []) this.addPeer(id, urls);
+  }
+
+  /** The bound addresses, in listen URL order (resolves port 0). */
+  listenAddresses(): TcpAddress[] {
+    return this.servers.map((s) => {
+      const a = s.address() as net.AddressInfo;
+      return { host: a.address, port: a.port };
+    });
+  }
+
+  /** Queues messages for their peers; they are written at the end of this event-loop turn. */
+  send(msgs: readonly Message[]): void {
+    if (this.stopped) return;
+    for (const m of msgs) {
+      if (m.to === this.ctx.localId) throw new Error(`transport asked to send ${MessageType[m.type]} to the local member`);
+      const peer = this.peers.get(m.to);
+      if (peer === undefined) {
+        this.ctx.logger.debug({ "remote-peer-id": formatId(m.to), "message-type": MessageType[m.type] }, "ignored message send request; unknown remote peer target");
+        continue;
+      }
+      if (m.type === MessageType.MsgSnap) {
+        this.startSnapshot(peer, m);
+        continue;
+      }
+      const dropped = peer.enqueue(m);
+      if (dropped !== undefined) this.onDrop(peer, m, dropped);
+    }
+    this.scheduleFlush();
+  }
+
+  addPeer(id: NodeId, urls: readonly string[]): void {
+    if (id === this.ctx.localId) throw new Error("cannot add the local member as a peer");
+    if (this.peers.has(id)) return;
+    if (this.stopped) return;
+    const stream = new PeerStream(id, urls, this.ctx, {
+      onActiveChange: (peerId, active) => this.onActiveChange(peerId, active),
+    });
+    this.peers.set(id, stream);
+    this.ctx.logger.info({ "remote-peer-id": formatId(id), "remote-peer-urls": urls }, "added remote peer");
+  }
+
+  /** Forgets a member: closes its streams both ways and aborts a snapshot to it. */
+  removePeer(id: NodeId): void {
+    const peer = this.peers.get(id);
+    if (peer === undefined) return;
+    peer.stop();
+    this.peers.delete(id);
+    this.inboundStreams.get(id)?.destroy();
+    this.inboundStreams.delete(id);
+    this.snapshotSends.get(id)?.abort();
+    this.ctx.logger.info({ "remote-peer-id": formatId(id) }, "removed remote peer");
+  }
+
+  updatePeer(id: NodeId, urls: readonly string[]): void {
+    const peer = this.peers.get(id);
+    if (peer === undefined) throw new Error(`unknown peer ${formatId(id)}`);
+    peer.updateUrls(urls);
+    this.ctx.logger.info({ "remote-peer-id": formatId(id), "remote-peer-urls": urls }, "updated remote peer");
+  }
+
+  /** True while the outgoing stream to `id` is established. */
+  isActive(id: NodeId): boolean {
+    return this.peers.get(id)?.isActive() ?? false;
+  }
+
+  /** Counters of the outgoing stream to `id` (undefined for an unknown peer). */
+  peerStats(id: NodeId): Readonly<PeerStreamStats> | undefined {
+    const stats = this.peers.get(id)?.stats;
+    return stats === undefined ? undefined : { ...stats };
+  }
+
+  peerIds(): NodeId[] {
+    return [...this.peers.keys()];
+  }
+
+  /** Closes listeners and every connection; no callback runs after this resolves. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const peer of this.peers.values()) peer.stop();
+    this.peers.clear();
+    for (const s of this.snapshotSends.values()) s.abort();
+    for (const socket of this.inboundSockets) socket.destroy();
+    await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  }
+
+  private accept(socket: net.Socket): void {
+    if (this.stopped) {
+      socket.destroy();
+      return;
+    }
+    this.inboundSockets.add(socket);
+    socket.once("close", () => this.inboundSockets.delete(socket));
+    serveInbound(this.ctx, socket, {
+      isKnownPeer: (id) => this.peers.has(id),
+      onStream: (from, s) => {
+        const old = this.inboundStreams.get(from);
+        if (old !== undefined && old !== s) old.destroy();
+        this.inboundStreams.set(from, s);
+        s.once("close", () => {
+          if (this.inboundStreams.get(from) === s) this.inboundStreams.delete(from);
+        });
+      },
+      onMessages: (_from, msgs) => {
+        for (const m of msgs) this.deliver(m);
+      },
+      onSnapshot: (_from, m) => this.deliver(m),
+    });
+  }
+
+  private deliver(m: Message): void {
+    if (this.stopped) return;
+    try {
+      this.options.onMessage(m);
+    } catch (e) {
+      this.ctx.logger.error({ error: (e as Error).message, "message-type": MessageType[m.type] }, "failed to process Raft message");
+    }
+  }
+
+  private startSnapshot(peer: PeerStream, m: Message): void {
+    const to = peer.id;
+    const label = formatId(to);
+    if (this.snapshotSends.has(to)) {
+      this.ctx.logger.warn({ "remote-peer-id": label }, "dropped MsgSnap: a snapshot to this peer is already in flight");
+      setImmediate(() => this.reportSnapshot(to, true));
+      return;
+    }
+    const startedMs = performance.now();
+    const url = peer.peerUrls()[0]!;
+    const sizeBytes = m.snapshot?.data.byteLength ?? 0;
+    this.ctx.logger.info({ "remote-peer-id": label, "snapshot-index": m.snapshot?.metadata.index, "size-bytes": sizeBytes }, "sending database snapshot");
+    const send = sendSnapshot(this.ctx, to, url, m);
+    this.snapshotSends.set(to, send);
+    send.done.then(
+      ({ sentBytes }) => {
+        this.snapshotSends.delete(to);
+        this.ctx.metrics.snapshotSendSuccess.inc({ To: label });
+        this.ctx.metrics.sentBytes.inc({ To: label }, sentBytes);
+        this.ctx.metrics.snapshotSendSeconds.observe({ To: label }, (performance.now() - startedMs) / 1000);
+        this.ctx.logger.info({ "remote-peer-id": label, "size-bytes": sizeBytes }, "sent database snapshot");
+        this.reportSnapshot(to, false);
+      },
+      (err: Error) => {
+        this.snapshotSends.delete(to);
+        this.ctx.metrics.snapshotSendFailures.inc({ To: label });
+        this.ctx.logger.warn({ "remote-peer-id": label, error: err.message }, "failed to send database snapshot");
+        this.reportUnreachable(to);
+        this.reportSnapshot(to, true);
+      },
+    );
+  }
+
+  private onDrop(peer: PeerStream, m: Message, reason: DropReason): void {
+    this.pendingUnreachable.add(peer.id);
+    this.ctx.metrics.sentFailures.inc({ To: formatId(peer.id) });
+    const fields = { "message-type": MessageType[m.type], "remote-peer-id": formatId(peer.id), "remote-peer-active": peer.isActive() };
+    if (reason === "too large") {
+      this.ctx.logger.error({ ...fields, "size-bytes": m.entries.reduce((n, e) => n + e.data.byteLength, 0) }, "dropped Raft message larger than the maximum frame size");
+      return;
+    }
+    const nowMs = performance.now();
+    if (nowMs - (this.lastDropLogMs.get(peer.id) ?? -Infinity) < DROP_LOG_INTERVAL_MS) return;
+    this.lastDropLogMs.set(peer.id, nowMs);
+    if (reason === "queue full") this.ctx.logger.warn(fields, "dropped internal Raft message since sending buffer is full (overloaded network)");
+    else this.ctx.logger.debug(fields, "dropped internal Raft message since the peer is not connected");
+  }
+
+  private onActiveChange(id: NodeId, active: boolean): void {
+    if (this.stopped) return;
+    if (!active) this.reportUnreachable(id);
+    this.options.onPeerActive?.(id, active);
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      if (this.stopped) return;
+      for (const peer of this.peers.values()) if (peer.hasQueued()) peer.flush();
+      const unreachable = [...this.pendingUnreachable];
+      this.pendingUnreachable.clear();
+      for (const id of unreachable) this.reportUnreachable(id);
+    });
+  }
+
+  private reportUnreachable(id: NodeId): void {
+    if (this.stopped) return;
+    try {
+      this.options.onUnreachable(id);
+    } catch (e) {
+      this.ctx.logger.error({ error: (e as Error).message }, "onUnreachable failed");
+    }
+  }
+
+  private reportSnapshot(id: NodeId, failed: boolean): void {
+    if (this.stopped) return;
+    try {
+      this.options.onSnapshotStatus(id, failed);
+    } catch (e) {
+      this.ctx.logger.error({ error: (e as Error).message }, "onSnapshotStatus failed");
+    }
+  }
+}
