@@ -1,0 +1,450 @@
+/**
+ * One gRPC call on one HTTP/2 stream: reads length-prefixed request messages,
+ * runs the handler (unary, server-streaming, client-streaming or bidi), writes
+ * responses and ends with the status in trailers (or a trailers-only response
+ * when nothing was sent yet). The call object is also the handler's context and,
+ * for streaming methods, its call object.
+ */
+
+import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
+import type { MethodDescriptor } from "./codec.js";
+import { type MessageSink, MessageDeframer } from "./framing.js";
+import type {
+  AnyHandler,
+  BidiCall,
+  BidiHandler,
+  CallContext,
+  ClientStreamHandler,
+  MethodKind,
+  ServerStreamHandler,
+  UnaryHandler,
+} from "./handler.js";
+import { HeaderMetadata, type Metadata } from "./metadata.js";
+import { RequestQueue, cancelledError } from "./request-queue.js";
+import { GrpcError, Status, encodeGrpcMessage, toGrpcError } from "./status.js";
+
+/** A method as registered on the server: its descriptor and handler. */
+export interface RegisteredMethod {
+  readonly descriptor: MethodDescriptor;
+  readonly kind: MethodKind;
+  readonly handler: AnyHandler;
+}
+
+/** What a call needs from its server. */
+export interface CallHost {
+  readonly maxReceiveMessageBytes: number;
+  readonly maxSendMessageBytes: number;
+  callClosed(call: Http2Call): void;
+}
+
+/** Per-connection bookkeeping a call reports to (keepalive's open-stream count). */
+export interface CallConnection {
+  streamOpened(): void;
+  streamClosed(): void;
+}
+
+const { NGHTTP2_NO_ERROR } = http2.constants;
+const MESSAGE_PREFIX_BYTES = 5;
+
+const RESPONSE_HEADERS = {
+  ":status": 200,
+  "content-type": "application/grpc",
+  "grpc-accept-encoding": "identity",
+};
+const RESPOND_OPTIONS = { waitForTrailers: true };
+const OK_TRAILERS = { "grpc-status": "0" };
+const END_OPTIONS = { endStream: true };
+
+const kCall = Symbol("grpc.call");
+type CallStream = ServerHttp2Stream & { [kCall]: Http2Call };
+
+// Stream listeners shared by all calls (no closures per call): `this` is the stream.
+function onStreamData(this: CallStream, chunk: Buffer): void {
+  this[kCall].onData(chunk);
+}
+function onStreamEnd(this: CallStream): void {
+  this[kCall].onReadEnd();
+}
+function onStreamClose(this: CallStream): void {
+  this[kCall].onClose();
+}
+function onStreamWantTrailers(this: CallStream): void {
+  this[kCall].onWantTrailers();
+}
+function onStreamError(): void {
+  // Stream errors (resets, protocol errors) surface as 'close'; nothing to do here.
+}
+
+type ReadState = "open" | "ended";
+
+export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, unknown> {
+  readonly method: string;
+  readonly deadline: number | undefined;
+  private readonly stream: CallStream;
+  private readonly headers: IncomingHttpHeaders;
+  private readonly registered: RegisteredMethod;
+  private readonly host: CallHost;
+  private readonly connection: CallConnection | undefined;
+  private readonly deframer: MessageDeframer;
+  private readState: ReadState = "open";
+  private received = 0;
+  /** Set once the status was sent (or the stream died): nothing more is written. */
+  private finished = false;
+  private closed = false;
+  private isCancelled = false;
+  private trailers: Record<string, string> = OK_TRAILERS;
+  private timer: NodeJS.Timeout | undefined;
+  private controller: AbortController | undefined;
+  private metadataView: HeaderMetadata | undefined;
+  private requests: RequestQueue<unknown> | undefined;
+  private drainWaiters: (() => void)[] | undefined;
+
+  constructor(
+    stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    registered: RegisteredMethod,
+    host: CallHost,
+    timeoutMs: number | undefined,
+    connection: CallConnection | undefined,
+  ) {
+    this.connection = connection;
+    connection?.streamOpened();
+    this.stream = stream as CallStream;
+    this.stream[kCall] = this;
+    this.headers = headers;
+    this.registered = registered;
+    this.host = host;
+    this.method = registered.descriptor.path;
+    this.deframer = new MessageDeframer(host.maxReceiveMessageBytes);
+    stream.on("data", onStreamData);
+    stream.on("end", onStreamEnd);
+    stream.on("close", onStreamClose);
+    stream.on("error", onStreamError);
+    stream.on("wantTrailers", onStreamWantTrailers);
+    if (timeoutMs !== undefined) {
+      this.deadline = Date.now() + timeoutMs;
+      this.timer = setTimeout(() => this.onDeadline(), timeoutMs);
+    }
+    const kind = registered.kind;
+    if (kind === "clientStream" || kind === "bidi") {
+      this.requests = new RequestQueue<unknown>(stream);
+      this.startStreamingRequestHandler();
+    }
+  }
+
+  // ---- CallContext ----
+
+  get metadata(): Metadata {
+    this.metadataView ??= new HeaderMetadata(this.headers);
+    return this.metadataView;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.isCancelled) this.controller.abort(cancelledError("context canceled"));
+    }
+    return this.controller.signal;
+  }
+
+  get peer(): string {
+    const socket = this.stream.session?.socket;
+    return socket ? `${socket.remoteAddress}:${socket.remotePort}` : "unknown";
+  }
+
+  get cancelled(): boolean {
+    return this.isCancelled;
+  }
+
+  get ended(): boolean {
+    return this.finished;
+  }
+
+  // ---- transport events ----
+
+  onData(chunk: Buffer): void {
+    if (this.finished) return; // discard: the call is over, never buffer
+    try {
+      this.deframer.push(chunk, this);
+    } catch (err) {
+      this.fail(toGrpcError(err));
+    }
+  }
+
+  onFrame(message: Buffer, compressed: boolean): void {
+    if (this.finished) return;
+    if (compressed) {
+      const encoding = this.headers["grpc-encoding"];
+      if (encoding === undefined || encoding === "identity") {
+        throw new GrpcError(Status.INTERNAL, "grpc: compressed flag set with identity or empty encoding");
+      }
+      throw new GrpcError(Status.UNIMPLEMENTED, `grpc: Decompressor is not installed for grpc-encoding "${String(encoding)}"`);
+    }
+    let request: unknown;
+    try {
+      request = this.registered.descriptor.request.decode(message);
+    } catch (err) {
+      throw new GrpcError(Status.INTERNAL, `grpc: error unmarshalling request: ${(err as Error).message}`);
+    }
+    this.received++;
+    if (this.requests) {
+      this.requests.push(request);
+    } else if (this.received === 1) {
+      // Unary and server-streaming: the handler starts on the one request message;
+      // like grpc-go, later messages are ignored.
+      this.startSingleRequestHandler(request);
+    }
+  }
+
+  onReadEnd(): void {
+    this.readState = "ended";
+    if (this.finished) return;
+    if (this.deframer.partial) {
+      this.fail(new GrpcError(Status.INTERNAL, "grpc: stream ended in the middle of a message"));
+      return;
+    }
+    if (this.requests) this.requests.end();
+    else if (this.received === 0) this.fail(new GrpcError(Status.INTERNAL, "grpc: no request message for a unary call"));
+  }
+
+  onClose(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.clearTimer();
+    if (!this.finished) {
+      // The client reset the stream or the connection died before the status went out.
+      this.finished = true;
+      this.cancel(cancelledError("context canceled"));
+    }
+    this.releaseDrainWaiters();
+    this.connection?.streamClosed();
+    this.host.callClosed(this);
+  }
+
+  onWantTrailers(): void {
+    this.stream.sendTrailers(this.trailers);
+    this.closeReadSide();
+  }
+
+  private onDeadline(): void {
+    this.timer = undefined;
+    if (this.finished) return;
+    const error = new GrpcError(Status.DEADLINE_EXCEEDED, "context deadline exceeded");
+    this.sendStatus(error.code, error.message, undefined);
+    this.cancel(error);
+  }
+
+  /** Server shutdown: end the call with UNAVAILABLE and abort its handler. */
+  shutdown(): void {
+    if (this.finished) return;
+    const error = new GrpcError(Status.UNAVAILABLE, "transport is closing");
+    this.sendStatus(error.code, error.message, undefined);
+    this.cancel(error);
+  }
+
+  private cancel(error: GrpcError): void {
+    this.isCancelled = true;
+    this.controller?.abort(error);
+    this.requests?.destroy(error);
+  }
+
+  // ---- handler invocation ----
+
+  private startSingleRequestHandler(request: unknown): void {
+    const { kind, handler } = this.registered;
+    let result: unknown;
+    try {
+      if (kind === "unary") result = (handler as UnaryHandler<unknown, unknown>)(request, this);
+      else result = (handler as ServerStreamHandler<unknown, unknown>)(request, this, this);
+    } catch (err) {
+      this.fail(toGrpcError(err));
+      return;
+    }
+    if (kind === "unary") this.settleUnary(result);
+    else this.settleStreaming(result);
+  }
+
+  private startStreamingRequestHandler(): void {
+    const { kind, handler } = this.registered;
+    // Run after the constructor returns, so the server finishes its bookkeeping first.
+    queueMicrotask(() => {
+      if (this.finished) return;
+      let result: unknown;
+      try {
+        if (kind === "clientStream") result = (handler as ClientStreamHandler<unknown, unknown>)(this.requests!, this);
+        else result = (handler as BidiHandler<unknown, unknown>)(this, this);
+      } catch (err) {
+        this.fail(toGrpcError(err));
+        return;
+      }
+      if (kind === "clientStream") this.settleUnary(result);
+      else this.settleStreaming(result);
+    });
+  }
+
+  private settleUnary(result: unknown): void {
+    if (isPromise(result)) {
+      result.then(
+        (response) => this.respondOnce(response),
+        (err: unknown) => this.fail(toGrpcError(err)),
+      );
+    } else {
+      this.respondOnce(result);
+    }
+  }
+
+  private settleStreaming(result: unknown): void {
+    if (isPromise(result)) {
+      result.then(
+        () => this.end(),
+        (err: unknown) => this.fail(toGrpcError(err)),
+      );
+    }
+  }
+
+  /** Unary and client-streaming: one response message, then OK. */
+  private respondOnce(response: unknown): void {
+    if (this.finished) return;
+    const frame = this.encode(response);
+    if (!frame) return;
+    this.finished = true;
+    this.clearTimer();
+    const stream = this.stream;
+    if (stream.destroyed) return;
+    stream.respond(RESPONSE_HEADERS, RESPOND_OPTIONS);
+    stream.end(frame);
+  }
+
+  private encode(response: unknown): Buffer | undefined {
+    let frame: Buffer;
+    try {
+      frame = this.registered.descriptor.response.encodeFramed(response);
+    } catch (err) {
+      this.fail(new GrpcError(Status.INTERNAL, `grpc: error while marshaling: ${(err as Error).message}`));
+      return undefined;
+    }
+    const size = frame.length - MESSAGE_PREFIX_BYTES;
+    if (size > this.host.maxSendMessageBytes) {
+      this.fail(
+        new GrpcError(
+          Status.RESOURCE_EXHAUSTED,
+          `grpc: trying to send message larger than max (${size} vs. ${this.host.maxSendMessageBytes})`,
+        ),
+      );
+      return undefined;
+    }
+    return frame;
+  }
+
+  // ---- ServerWritable ----
+
+  write(message: unknown): boolean {
+    if (this.finished) return true;
+    const frame = this.encode(message);
+    if (!frame) return true;
+    const stream = this.stream;
+    if (stream.destroyed) return true;
+    if (!stream.headersSent) stream.respond(RESPONSE_HEADERS, RESPOND_OPTIONS);
+    return stream.write(frame);
+  }
+
+  drain(): Promise<void> {
+    if (this.finished || !this.stream.writableNeedDrain) return Promise.resolve();
+    return new Promise((resolve) => {
+      if (!this.drainWaiters) {
+        this.drainWaiters = [];
+        this.stream.once("drain", () => this.releaseDrainWaiters());
+      }
+      this.drainWaiters.push(resolve);
+    });
+  }
+
+  private releaseDrainWaiters(): void {
+    const waiters = this.drainWaiters;
+    this.drainWaiters = undefined;
+    if (waiters) for (const resolve of waiters) resolve();
+  }
+
+  end(): void {
+    if (this.finished) return;
+    this.sendStatus(Status.OK, "", undefined);
+  }
+
+  fail(error: GrpcError | Error): void {
+    if (this.finished) return;
+    const e = toGrpcError(error);
+    this.sendStatus(e.code === Status.OK ? Status.UNKNOWN : e.code, e.message, e.trailers);
+  }
+
+  private sendStatus(code: Status, message: string, extra: Readonly<Record<string, string>> | undefined): void {
+    this.finished = true;
+    this.clearTimer();
+    this.requests?.destroy(cancelledError("call ended"));
+    const stream = this.stream;
+    if (stream.destroyed || this.closed) return;
+    const trailers: Record<string, string> = code === Status.OK && !message && !extra ? OK_TRAILERS : { "grpc-status": String(code) };
+    if (message) trailers["grpc-message"] = encodeGrpcMessage(message);
+    if (extra) Object.assign(trailers, extra);
+    if (!stream.headersSent) {
+      // Trailers-only response: one HEADERS frame with END_STREAM.
+      stream.respond({ ...RESPONSE_HEADERS, ...trailers }, END_OPTIONS);
+      this.closeReadSide();
+      return;
+    }
+    this.trailers = trailers;
+    stream.end();
+  }
+
+  /** After the status, a client still sending gets RST_STREAM(NO_ERROR), as grpc-go does. */
+  private closeReadSide(): void {
+    if (this.readState === "open" && !this.stream.destroyed) this.stream.close(NGHTTP2_NO_ERROR);
+  }
+
+  private clearTimer(): void {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  // ---- ServerReadable (streaming requests) ----
+
+  onMessage(listener: (message: unknown) => void): void {
+    this.readable().onMessage(listener);
+  }
+
+  onEnd(listener: () => void): void {
+    this.readable().onEnd(listener);
+  }
+
+  pause(): void {
+    this.readable().pause();
+  }
+
+  resume(): void {
+    this.readable().resume();
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<unknown> {
+    return this.readable()[Symbol.asyncIterator]();
+  }
+
+  private readable(): RequestQueue<unknown> {
+    if (!this.requests) throw new Error(`${this.method} has no request stream`);
+    return this.requests;
+  }
+}
+
+/** Answers a stream that never becomes a call (unknown method, bad header) with a trailers-only status. */
+export function respondTrailersOnly(stream: ServerHttp2Stream, code: Status, message: string): void {
+  stream.on("error", onStreamError);
+  if (stream.destroyed) return;
+  stream.respond({ ...RESPONSE_HEADERS, "grpc-status": String(code), "grpc-message": encodeGrpcMessage(message) }, END_OPTIONS);
+  // Drain whatever the client still sends, then reset its side like grpc-go does.
+  stream.resume();
+  if (!stream.readableEnded) stream.close(NGHTTP2_NO_ERROR);
+}
+
+function isPromise(value: unknown): value is Promise<unknown> {
+  return value !== null && typeof value === "object" && typeof (value as Promise<unknown>).then === "function";
+}

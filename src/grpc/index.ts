@@ -1,0 +1,24 @@
+/**
+ * The gRPC layer of the client port: a lean server on node:http2, handler types,
+ * status codes, compiled proto codecs, and an adapter onto @grpc/grpc-js.
+ */
+
+export { GrpcServer, type GrpcServerOptions, type TlsOptions, DEFAULT_MAX_REQUEST_BYTES, GRPC_OVERHEAD_BYTES } from "./server.js";
+export { GrpcJsServer, type GrpcJsServerOptions } from "./grpc-js-adapter.js";
+export { GrpcError, Status, toGrpcError } from "./status.js";
+export type {
+  BidiCall,
+  BidiHandler,
+  CallContext,
+  ClientStreamHandler,
+  ServerReadable,
+  ServerStreamHandler,
+  ServerWritable,
+  UnaryHandler,
+} from "./handler.js";
+export type { Metadata } from "./metadata.js";
+export { ProtoCodecs, type MessageCodec, type MethodDescriptor } from "./codec.js";
+export { loadEtcdCodecs, PROTO_DIR, ETCD_API_FILES } from "./protos.js";
+export type { HttpHandler, HttpRequest, HttpResponse } from "./http.js";
+export { HttpError } from "./http.js";
+export type { KeepaliveOptions } from "./keepalive.js";

@@ -1,0 +1,289 @@
+/**
+ * The gRPC server of the client port, written directly on node:http2 (see
+ * issue 5 for the measurements that ruled out @grpc/grpc-js here). One port
+ * serves gRPC over h2c or TLS, and plain HTTP/1.1 and HTTP/2 requests (routed to
+ * the HTTP handler), as etcd's client port does.
+ */
+
+import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import http2, { type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
+import net, { type AddressInfo, type Socket } from "node:net";
+import tls from "node:tls";
+import type { ProtoCodecs } from "./codec.js";
+import { type CallHost, Http2Call, type RegisteredMethod, respondTrailersOnly } from "./call.js";
+import { parseGrpcTimeout } from "./deadline.js";
+import { handlerOf, methodKind } from "./handler.js";
+import { type HttpHandler, serveHttp1, serveHttp2 } from "./http.js";
+import { DEFAULT_KEEPALIVE, type KeepaliveOptions, SessionKeepalive } from "./keepalive.js";
+import { loadEtcdCodecs } from "./protos.js";
+import { GrpcError, Status } from "./status.js";
+
+/** etcd's default --max-request-bytes (1.5 MiB). */
+export const DEFAULT_MAX_REQUEST_BYTES = 1.5 * 1024 * 1024;
+/** etcd adds this much to --max-request-bytes for gRPC's receive limit. */
+export const GRPC_OVERHEAD_BYTES = 512 * 1024;
+/** Largest value of the HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS field. */
+export const HTTP2_MAX_CONCURRENT_STREAMS_MAX = 2 ** 32 - 1;
+
+export interface TlsOptions {
+  key: string | Buffer;
+  cert: string | Buffer;
+  /** CA bundle to verify client certificates (--trusted-ca-file). */
+  ca?: string | Buffer;
+  /** Ask for and verify client certificates (--client-cert-auth). */
+  requestCert?: boolean;
+}
+
+export interface GrpcServerOptions {
+  /** Largest request message accepted (etcd: --max-request-bytes + 512 KiB). */
+  maxReceiveMessageBytes?: number;
+  /** Largest response message sent (etcd: math.MaxInt32). */
+  maxSendMessageBytes?: number;
+  /** HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS (etcd --max-concurrent-streams, default 2^32-1). */
+  maxConcurrentStreams?: number;
+  keepalive?: Partial<KeepaliveOptions>;
+  /** Serve TLS (h2 and http/1.1 by ALPN) instead of cleartext. */
+  tls?: TlsOptions;
+  /** Handler for plain HTTP requests; without it they get 404. */
+  http?: HttpHandler;
+  /** Compiled protos; defaults to the etcd v3 API. */
+  codecs?: ProtoCodecs;
+  /** nghttp2 memory cap per connection, in MB (Node's default of 10 is tight for many streams). */
+  maxSessionMemoryMb?: number;
+  /** Time close() waits for calls to finish before cancelling them. */
+  shutdownGraceMs?: number;
+}
+
+const HTTP2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+/** Bytes enough to tell the HTTP/2 preface from an HTTP/1.1 request line. */
+const SNIFF_BYTES = 3;
+const SESSION_WINDOW_BYTES = 16 * 1024 * 1024;
+
+const kKeepalive = Symbol("grpc.keepalive");
+type KeepaliveSession = ServerHttp2Session & { [kKeepalive]?: SessionKeepalive };
+
+function isGrpcContentType(ct: string | undefined): boolean {
+  if (ct === undefined || !ct.startsWith("application/grpc")) return false;
+  // application/grpc, application/grpc+proto, application/grpc;... but not application/grpc-web.
+  const next = ct.charCodeAt(16);
+  return ct.length === 16 || next === 0x2b || next === 0x3b;
+}
+
+export class GrpcServer implements CallHost {
+  readonly maxReceiveMessageBytes: number;
+  readonly maxSendMessageBytes: number;
+  private readonly options: GrpcServerOptions;
+  private readonly keepalive: KeepaliveOptions;
+  private readonly codecs: ProtoCodecs;
+  private readonly methods = new Map<string, RegisteredMethod>();
+  private readonly services = new Set<string>();
+  private readonly calls = new Set<Http2Call>();
+  private readonly sessions = new Set<ServerHttp2Session>();
+  private readonly http1Sockets = new Set<Socket>();
+  private readonly h2: http2.Http2Server;
+  private readonly h1: http.Server;
+  private listener: net.Server | undefined;
+  private httpHandler: HttpHandler | undefined;
+  private closing = false;
+
+  constructor(options: GrpcServerOptions = {}) {
+    this.options = options;
+    this.maxReceiveMessageBytes = options.maxReceiveMessageBytes ?? DEFAULT_MAX_REQUEST_BYTES + GRPC_OVERHEAD_BYTES;
+    this.maxSendMessageBytes = options.maxSendMessageBytes ?? 2 ** 31 - 1;
+    this.keepalive = { ...DEFAULT_KEEPALIVE, ...options.keepalive };
+    this.codecs = options.codecs ?? loadEtcdCodecs();
+    this.httpHandler = options.http;
+    const maxConcurrentStreams = Math.max(
+      0,
+      Math.min(options.maxConcurrentStreams ?? HTTP2_MAX_CONCURRENT_STREAMS_MAX, HTTP2_MAX_CONCURRENT_STREAMS_MAX),
+    );
+    this.h2 = http2.createServer({
+      settings: { maxConcurrentStreams },
+      maxSessionMemory: options.maxSessionMemoryMb ?? 64,
+    });
+    this.h2.on("session", (session: ServerHttp2Session) => this.onSession(session));
+    this.h2.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => this.onStream(stream, headers));
+    this.h1 = http.createServer((req: IncomingMessage, res: ServerResponse) => serveHttp1(req, res, this.httpHandler));
+  }
+
+  /** Registers the handlers of a proto service; methods without a handler answer UNIMPLEMENTED. */
+  addService<T extends object>(serviceName: string, handlers: T): void {
+    if (this.services.has(serviceName)) throw new Error(`service ${serviceName} already registered`);
+    const descriptors = this.codecs.service(serviceName);
+    const known = new Set(descriptors.map((d) => d.name));
+    for (const key of Object.keys(handlers)) {
+      if (!known.has(key)) throw new Error(`${serviceName} has no method ${key}`);
+    }
+    this.services.add(serviceName);
+    for (const descriptor of descriptors) {
+      const handler = handlerOf(handlers, descriptor.name);
+      if (!handler) continue;
+      this.methods.set(descriptor.path, {
+        descriptor,
+        kind: methodKind(descriptor.requestStream, descriptor.responseStream),
+        handler,
+      });
+    }
+  }
+
+  /** Sets the handler of plain HTTP requests (metrics, health, gateway). */
+  setHttpHandler(handler: HttpHandler | undefined): void {
+    this.httpHandler = handler;
+  }
+
+  /** Number of gRPC calls whose stream is still open. */
+  get liveCalls(): number {
+    return this.calls.size;
+  }
+
+  get connections(): number {
+    return this.sessions.size + this.http1Sockets.size;
+  }
+
+  /** Listens on host:port (port 0 picks a free one). */
+  listen(port: number, host = "127.0.0.1"): Promise<AddressInfo> {
+    if (this.listener) throw new Error("already listening");
+    const tlsOptions = this.options.tls;
+    const listener = tlsOptions
+      ? tls.createServer(
+          {
+            key: tlsOptions.key,
+            cert: tlsOptions.cert,
+            ca: tlsOptions.ca,
+            requestCert: tlsOptions.requestCert ?? false,
+            rejectUnauthorized: tlsOptions.requestCert ?? false,
+            ALPNProtocols: ["h2", "http/1.1"],
+          },
+          (socket) => this.onTlsConnection(socket),
+        )
+      : net.createServer((socket) => this.onCleartextConnection(socket));
+    listener.on("error", () => {});
+    this.listener = listener;
+    return new Promise((resolve, reject) => {
+      listener.once("error", reject);
+      listener.listen(port, host, () => {
+        listener.removeListener("error", reject);
+        resolve(listener.address() as AddressInfo);
+      });
+    });
+  }
+
+  /**
+   * Graceful stop: no new connections, GOAWAY to every client, wait up to the
+   * grace period for calls to finish, then end the rest with UNAVAILABLE.
+   */
+  async close(graceMs = this.options.shutdownGraceMs ?? 5000): Promise<void> {
+    this.closing = true;
+    const listenerClosed = new Promise<void>((resolve) => (this.listener ? this.listener.close(() => resolve()) : resolve()));
+    for (const session of this.sessions) if (!session.closed) session.close();
+    for (const socket of this.http1Sockets) socket.end();
+    this.h1.closeIdleConnections();
+    const deadline = Date.now() + graceMs;
+    while (this.calls.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    for (const call of [...this.calls]) call.shutdown();
+    for (const session of this.sessions) session.destroy();
+    for (const socket of this.http1Sockets) socket.destroy();
+    await listenerClosed;
+  }
+
+  callClosed(call: Http2Call): void {
+    this.calls.delete(call);
+  }
+
+  // ---- connections ----
+
+  private onCleartextConnection(socket: Socket): void {
+    if (this.closing) {
+      socket.destroy();
+      return;
+    }
+    socket.on("error", () => {});
+    let seen: Buffer | undefined;
+    const onData = (chunk: Buffer): void => {
+      seen = seen ? Buffer.concat([seen, chunk]) : chunk;
+      if (seen.length < SNIFF_BYTES && HTTP2_PREFACE.subarray(0, seen.length).equals(seen)) return;
+      socket.removeListener("data", onData);
+      socket.pause();
+      socket.unshift(seen);
+      if (seen.subarray(0, SNIFF_BYTES).equals(HTTP2_PREFACE.subarray(0, SNIFF_BYTES))) {
+        this.h2.emit("connection", socket);
+      } else {
+        this.adoptHttp1(socket);
+        // The HTTP/1 parser reads from the handle; the sniffed bytes come from the JS buffer.
+        socket.resume();
+      }
+    };
+    socket.on("data", onData);
+  }
+
+  private onTlsConnection(socket: tls.TLSSocket): void {
+    if (this.closing) {
+      socket.destroy();
+      return;
+    }
+    socket.on("error", () => {});
+    if (socket.alpnProtocol === "h2") this.h2.emit("connection", socket);
+    else this.adoptHttp1(socket);
+  }
+
+  private adoptHttp1(socket: Socket): void {
+    this.http1Sockets.add(socket);
+    socket.once("close", () => this.http1Sockets.delete(socket));
+    this.h1.emit("connection", socket);
+  }
+
+  private onSession(session: ServerHttp2Session): void {
+    this.sessions.add(session);
+    session.on("error", () => {});
+    session.once("close", () => this.sessions.delete(session));
+    (session as KeepaliveSession)[kKeepalive] = new SessionKeepalive(session, this.keepalive);
+    session.once("connect", () => {
+      if (!session.destroyed) session.setLocalWindowSize(SESSION_WINDOW_BYTES);
+    });
+    if (this.closing) session.close();
+  }
+
+  // ---- streams ----
+
+  private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+    const contentType = headers["content-type"];
+    if (headers[":method"] !== "POST" || !isGrpcContentType(contentType)) {
+      serveHttp2(stream, headers, this.httpHandler);
+      return;
+    }
+    const path = headers[":path"] ?? "";
+    const registered = this.methods.get(path);
+    if (!registered) {
+      const error = this.unknownMethod(path);
+      respondTrailersOnly(stream, error.code, error.message);
+      return;
+    }
+    let timeoutMs: number | undefined;
+    const timeoutHeader = headers["grpc-timeout"];
+    if (timeoutHeader !== undefined) {
+      timeoutMs = parseGrpcTimeout(timeoutHeader as string);
+      if (timeoutMs === undefined) {
+        respondTrailersOnly(stream, Status.INTERNAL, `malformed grpc-timeout: ${String(timeoutHeader)}`);
+        return;
+      }
+    }
+    const keepalive = (stream.session as KeepaliveSession | undefined)?.[kKeepalive];
+    const call = new Http2Call(stream, headers, registered, this, timeoutMs, keepalive);
+    this.calls.add(call);
+  }
+
+  /** grpc-go's wording for unknown services and methods. */
+  private unknownMethod(path: string): GrpcError {
+    const slash = path.lastIndexOf("/");
+    const service = path.slice(1, slash);
+    const method = path.slice(slash + 1);
+    if (slash <= 0 || !this.services.has(service)) {
+      return new GrpcError(Status.UNIMPLEMENTED, `unknown service ${service}`);
+    }
+    const known = this.codecs.service(service).some((d) => d.name === method);
+    return new GrpcError(
+      Status.UNIMPLEMENTED,
+      known ? `method ${method} not implemented` : `unknown method ${method} for service ${service}`,
+    );
+  }
+}

@@ -1,0 +1,414 @@
+/**
+ * The protobuf wire format: a reader over a Buffer and a growable writer.
+ * 64-bit integers are JS numbers (etcetera keeps revisions and ids below 2^53;
+ * larger values lose precision, they never wrap). `bytes` decode as zero-copy
+ * views of the input.
+ */
+
+const TWO_32 = 4294967296;
+
+/** Thrown on malformed or truncated input. */
+export class WireError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "WireError";
+  }
+}
+
+export const EMPTY_BYTES: Buffer = Buffer.alloc(0);
+
+export class ProtoReader {
+  buf: Buffer;
+  pos: number;
+  end: number;
+
+  constructor(buf: Buffer, pos = 0, end = buf.length) {
+    this.buf = buf;
+    this.pos = pos;
+    this.end = end;
+  }
+
+  private check(): void {
+    if (this.pos > this.end) throw new WireError("truncated message");
+  }
+
+  /** A varint's low 32 bits, unsigned (the remaining bytes are skipped). */
+  uint32(): number {
+    const buf = this.buf;
+    let b = buf[this.pos++]!;
+    if (b < 0x80) {
+      if (this.pos > this.end) this.check();
+      return b;
+    }
+    let v = b & 0x7f;
+    b = buf[this.pos++]!;
+    v |= (b & 0x7f) << 7;
+    if (b >= 0x80) {
+      b = buf[this.pos++]!;
+      v |= (b & 0x7f) << 14;
+      if (b >= 0x80) {
+        b = buf[this.pos++]!;
+        v |= (b & 0x7f) << 21;
+        if (b >= 0x80) {
+          b = buf[this.pos++]!;
+          v |= (b & 0x0f) << 28;
+          // Up to five more bytes belong to a sign-extended 64-bit varint.
+          for (let i = 0; b >= 0x80 && i < 5; i++) b = buf[this.pos++]!;
+          if (b >= 0x80) throw new WireError("varint too long");
+        }
+      }
+    }
+    this.check();
+    return v >>> 0;
+  }
+
+  int32(): number {
+    return this.uint32() | 0;
+  }
+
+  sint32(): number {
+    const v = this.uint32();
+    return (v >>> 1) ^ -(v & 1);
+  }
+
+  bool(): boolean {
+    return this.uint32() !== 0;
+  }
+
+  /** Reads a 64-bit varint as [lo, hi] words packed into this.lo/this.hi. */
+  private lo = 0;
+  private hi = 0;
+  private varint64(): void {
+    const buf = this.buf;
+    let lo = 0;
+    let hi = 0;
+    let b = 0;
+    let shift = 0;
+    for (; shift < 28; shift += 7) {
+      b = buf[this.pos++]!;
+      lo |= (b & 0x7f) << shift;
+      if (b < 0x80) {
+        this.lo = lo >>> 0;
+        this.hi = 0;
+        this.check();
+        return;
+      }
+    }
+    b = buf[this.pos++]!;
+    lo |= (b & 0x0f) << 28;
+    hi = (b & 0x7f) >> 4;
+    if (b >= 0x80) {
+      for (shift = 3; shift < 32; shift += 7) {
+        b = buf[this.pos++]!;
+        hi |= (b & 0x7f) << shift;
+        if (b < 0x80) break;
+      }
+      if (b >= 0x80) throw new WireError("varint too long");
+    }
+    this.check();
+    this.lo = lo >>> 0;
+    this.hi = hi >>> 0;
+  }
+
+  int64(): number {
+    const b = this.buf[this.pos]!;
+    if (b < 0x80 && this.pos < this.end) {
+      this.pos++;
+      return b;
+    }
+    this.varint64();
+    return (this.hi | 0) * TWO_32 + this.lo;
+  }
+
+  uint64(): number {
+    const b = this.buf[this.pos]!;
+    if (b < 0x80 && this.pos < this.end) {
+      this.pos++;
+      return b;
+    }
+    this.varint64();
+    return this.hi * TWO_32 + this.lo;
+  }
+
+  sint64(): number {
+    this.varint64();
+    // Zig-zag: value = (n >>> 1) ^ -(n & 1) on the 64-bit pair.
+    const negative = this.lo & 1;
+    let lo = ((this.lo >>> 1) | (this.hi << 31)) >>> 0;
+    let hi = this.hi >>> 1;
+    if (negative) {
+      lo = ~lo >>> 0;
+      hi = ~hi >>> 0;
+      return (hi | 0) * TWO_32 + lo;
+    }
+    return hi * TWO_32 + lo;
+  }
+
+  fixed32(): number {
+    const v = this.buf.readUInt32LE(this.pos);
+    this.pos += 4;
+    this.check();
+    return v;
+  }
+
+  sfixed32(): number {
+    const v = this.buf.readInt32LE(this.pos);
+    this.pos += 4;
+    this.check();
+    return v;
+  }
+
+  fixed64(): number {
+    const lo = this.buf.readUInt32LE(this.pos);
+    const hi = this.buf.readUInt32LE(this.pos + 4);
+    this.pos += 8;
+    this.check();
+    return hi * TWO_32 + lo;
+  }
+
+  sfixed64(): number {
+    const lo = this.buf.readUInt32LE(this.pos);
+    const hi = this.buf.readInt32LE(this.pos + 4);
+    this.pos += 8;
+    this.check();
+    return hi * TWO_32 + lo;
+  }
+
+  float(): number {
+    const v = this.buf.readFloatLE(this.pos);
+    this.pos += 4;
+    this.check();
+    return v;
+  }
+
+  double(): number {
+    const v = this.buf.readDoubleLE(this.pos);
+    this.pos += 8;
+    this.check();
+    return v;
+  }
+
+  /** Reads a length prefix and returns the end offset of the delimited field. */
+  delimited(): number {
+    const len = this.uint32();
+    const end = this.pos + len;
+    if (end > this.end) throw new WireError("truncated length-delimited field");
+    return end;
+  }
+
+  bytes(): Buffer {
+    const end = this.delimited();
+    const start = this.pos;
+    this.pos = end;
+    return start === end ? EMPTY_BYTES : this.buf.subarray(start, end);
+  }
+
+  string(): string {
+    const end = this.delimited();
+    const start = this.pos;
+    this.pos = end;
+    return start === end ? "" : this.buf.toString("utf8", start, end);
+  }
+
+  skip(wireType: number): void {
+    switch (wireType) {
+      case 0:
+        this.varint64();
+        return;
+      case 1:
+        this.pos += 8;
+        break;
+      case 2:
+        this.pos = this.delimited();
+        return;
+      case 5:
+        this.pos += 4;
+        break;
+      default:
+        throw new WireError(`unsupported wire type ${wireType}`);
+    }
+    this.check();
+  }
+}
+
+export class ProtoWriter {
+  buf: Buffer;
+  pos: number;
+
+  constructor(capacity: number, reserveBytes = 0) {
+    this.buf = Buffer.allocUnsafe(Math.max(capacity, reserveBytes + 16));
+    this.pos = reserveBytes;
+  }
+
+  ensure(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    let size = this.buf.length * 2;
+    while (size < this.pos + n) size *= 2;
+    const next = Buffer.allocUnsafe(size);
+    this.buf.copy(next, 0, 0, this.pos);
+    this.buf = next;
+  }
+
+  /** Varint of an unsigned 32-bit value (negative int32 must use int64()). */
+  uint32(v: number): void {
+    this.ensure(5);
+    const buf = this.buf;
+    v >>>= 0;
+    while (v >= 0x80) {
+      buf[this.pos++] = (v & 0x7f) | 0x80;
+      v >>>= 7;
+    }
+    buf[this.pos++] = v;
+  }
+
+  int32(v: number): void {
+    if (v < 0) this.int64(v);
+    else this.uint32(v);
+  }
+
+  sint32(v: number): void {
+    this.uint32(((v << 1) ^ (v >> 31)) >>> 0);
+  }
+
+  bool(v: boolean): void {
+    this.ensure(1);
+    this.buf[this.pos++] = v ? 1 : 0;
+  }
+
+  /** Varint of a 64-bit integer given as a number (two's complement when negative). */
+  int64(v: number): void {
+    if (v >= 0 && v < 0x80000000) {
+      this.uint32(v);
+      return;
+    }
+    let lo: number;
+    let hi: number;
+    if (v >= 0) {
+      lo = v % TWO_32 >>> 0;
+      hi = Math.floor(v / TWO_32) >>> 0;
+    } else {
+      const a = -v;
+      lo = a % TWO_32 >>> 0;
+      hi = Math.floor(a / TWO_32) >>> 0;
+      // Negate the 64-bit pair.
+      lo = ~lo >>> 0;
+      hi = ~hi >>> 0;
+      lo = (lo + 1) >>> 0;
+      if (lo === 0) hi = (hi + 1) >>> 0;
+    }
+    this.varint64(lo, hi);
+  }
+
+  uint64(v: number): void {
+    this.int64(v);
+  }
+
+  sint64(v: number): void {
+    // Zig-zag: 2v for v >= 0, 2(-v-1)+1 for v < 0, on the 64-bit pair.
+    const negative = v < 0 ? 1 : 0;
+    const a = negative ? -v - 1 : v;
+    const lo = a % TWO_32 >>> 0;
+    const hi = Math.floor(a / TWO_32) >>> 0;
+    this.varint64(((lo << 1) | negative) >>> 0, ((hi << 1) | (lo >>> 31)) >>> 0);
+  }
+
+  private varint64(lo: number, hi: number): void {
+    this.ensure(10);
+    const buf = this.buf;
+    while (hi !== 0 || lo >= 0x80) {
+      buf[this.pos++] = (lo & 0x7f) | 0x80;
+      lo = ((lo >>> 7) | (hi << 25)) >>> 0;
+      hi >>>= 7;
+    }
+    buf[this.pos++] = lo;
+  }
+
+  fixed32(v: number): void {
+    this.ensure(4);
+    this.buf.writeUInt32LE(v >>> 0, this.pos);
+    this.pos += 4;
+  }
+
+  sfixed32(v: number): void {
+    this.ensure(4);
+    this.buf.writeInt32LE(v | 0, this.pos);
+    this.pos += 4;
+  }
+
+  fixed64(v: number): void {
+    this.ensure(8);
+    this.buf.writeUInt32LE(v % TWO_32 >>> 0, this.pos);
+    this.buf.writeUInt32LE(Math.floor(v / TWO_32) >>> 0, this.pos + 4);
+    this.pos += 8;
+  }
+
+  sfixed64(v: number): void {
+    this.ensure(8);
+    const hi = Math.floor(v / TWO_32);
+    this.buf.writeUInt32LE((v - hi * TWO_32) >>> 0, this.pos);
+    this.buf.writeInt32LE(hi | 0, this.pos + 4);
+    this.pos += 8;
+  }
+
+  float(v: number): void {
+    this.ensure(4);
+    this.buf.writeFloatLE(v, this.pos);
+    this.pos += 4;
+  }
+
+  double(v: number): void {
+    this.ensure(8);
+    this.buf.writeDoubleLE(v, this.pos);
+    this.pos += 8;
+  }
+
+  /** Length-prefixed bytes; a string is written as UTF-8. */
+  bytes(v: Uint8Array | string): void {
+    if (typeof v === "string") {
+      this.string(v);
+      return;
+    }
+    const n = v.length;
+    this.uint32(n);
+    this.ensure(n);
+    this.buf.set(v, this.pos);
+    this.pos += n;
+  }
+
+  string(s: string): void {
+    // Reserve one length byte, write, then widen the prefix if the text was long.
+    this.ensure(s.length * 3 + 5);
+    const start = ++this.pos;
+    const n = this.buf.write(s, start);
+    this.pos = start - 1;
+    this.finishDelimited(start, n);
+  }
+
+  /** Starts a length-delimited field; returns the offset to pass to endDelimited. */
+  beginDelimited(): number {
+    this.ensure(1);
+    return ++this.pos;
+  }
+
+  endDelimited(start: number): void {
+    const n = this.pos - start;
+    this.pos = start - 1;
+    this.finishDelimited(start, n);
+  }
+
+  private finishDelimited(start: number, n: number): void {
+    if (n >= 0x80) {
+      // The length needs more than the reserved byte: shift the payload right.
+      const extra = (n >= 0x4000 ? (n >= 0x200000 ? (n >= 0x10000000 ? 4 : 3) : 2) : 1);
+      this.ensure(n + extra + 1);
+      this.buf.copyWithin(start + extra, start, start + n);
+    }
+    this.uint32(n);
+    this.pos += n;
+  }
+
+  /** The written bytes (a view; the writer must not be reused). */
+  finish(): Buffer {
+    return this.buf.subarray(0, this.pos);
+  }
+}
