@@ -27,7 +27,11 @@ export class LeaseStore {
   private readonly deleteStmt: Statement<[number]>;
   private readonly allStmt: Statement<[], RawLeaseRow>;
 
-  constructor(db: LeaseDatabase) {
+  /** `noteWrites` tells the MVCC backend about each write, so its batch-size limit counts them. */
+  constructor(
+    db: LeaseDatabase,
+    private readonly noteWrites: (n: number) => void = () => {},
+  ) {
     db.exec("CREATE TABLE IF NOT EXISTS lease (id INTEGER PRIMARY KEY, ttl INTEGER NOT NULL, remaining_ttl INTEGER NOT NULL DEFAULT 0)");
     this.putStmt = db.prepare("INSERT OR REPLACE INTO lease (id, ttl, remaining_ttl) VALUES (?, ?, ?)");
     this.deleteStmt = db.prepare("DELETE FROM lease WHERE id = ?");
@@ -36,10 +40,12 @@ export class LeaseStore {
 
   put(row: LeaseRow): void {
     this.putStmt.run(row.id, row.ttlSec, row.remainingTtlSec);
+    this.noteWrites(1);
   }
 
   delete(id: LeaseId): void {
     this.deleteStmt.run(id);
+    this.noteWrites(1);
   }
 
   /** Visits every stored lease, validated: a corrupt row is an error, never a silently wrong lease. */

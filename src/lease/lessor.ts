@@ -55,6 +55,8 @@ export interface LessorOptions {
   db: LeaseDatabase;
   /** Monotonic milliseconds; the only source of time. */
   now: Clock;
+  /** Called with the number of rows written through `db` (the MVCC backend's noteWrites, for its batch limit). */
+  noteWrites?: (n: number) => void;
   /** Deletes a revoked lease's keys; may also be set later with setRangeDeleter (the store is built after the lessor). */
   rangeDeleter?: RangeDeleter;
   /** Shorter TTLs are raised to this (etcd: see minLeaseTtlSec in ttl.ts). Default 2 s (etcd's defaults). */
@@ -101,6 +103,7 @@ export class Lessor implements LeaseHooks {
   private readonly ids: LeaseIdGenerator;
   private readonly metrics: LessorMetrics;
   private store: LeaseStore;
+  private readonly noteWrites: ((n: number) => void) | undefined;
   private rangeDeleter: RangeDeleter | undefined;
   private primary = false;
   private readonly leaseMap = new Map<LeaseId, Lease>();
@@ -141,7 +144,8 @@ export class Lessor implements LeaseHooks {
     this.checkpointPersist = options.checkpointPersist ?? true;
     this.ids = new LeaseIdGenerator(options.memberId ?? 0, options.idSeedMs ?? 0);
     this.metrics = lessorMetrics(options.registry);
-    this.store = new LeaseStore(options.db);
+    this.noteWrites = options.noteWrites;
+    this.store = new LeaseStore(options.db, this.noteWrites);
     this.load();
   }
 
@@ -256,7 +260,7 @@ export class Lessor implements LeaseHooks {
    * If this member is primary, the reloaded leases start their clocks now.
    */
   recover(db?: LeaseDatabase): void {
-    if (db !== undefined) this.store = new LeaseStore(db);
+    if (db !== undefined) this.store = new LeaseStore(db, this.noteWrites);
     this.expiryQueue.clear();
     this.checkpointQueue.clear();
     this.pendingClears.clear();

@@ -386,6 +386,20 @@ describe("persistence", () => {
     expect(f.lessor.timeToLive(1, { keys: true }).keys).toEqual([]);
   });
 
+  it("reports each row it writes to the backend's batch counter, and writes inside the caller's transaction", () => {
+    let writes = 0;
+    f = fixture({ noteWrites: (n) => (writes += n) });
+    f.lessor.grant(1, 10);
+    f.lessor.checkpoint(1, 5);
+    f.lessor.revoke(1);
+    expect(writes).toBe(3);
+    // A rolled-back backend transaction takes the lease write with it.
+    f.tmp.db.exec("BEGIN");
+    f.lessor.grant(2, 10);
+    f.tmp.db.exec("ROLLBACK");
+    expect(f.tmp.db.prepare("SELECT COUNT(*) AS n FROM lease").get()).toEqual({ n: 0 });
+  });
+
   it("a corrupt row is an error, not a wrong lease", () => {
     f = fixture();
     f.tmp.db.prepare("INSERT INTO lease (id, ttl, remaining_ttl) VALUES (?, ?, ?)").run(5, 50, -3);
