@@ -66,6 +66,8 @@ export interface ServerConfig {
   readonly listenPeerUrls: readonly string[];
   readonly initialAdvertisePeerUrls: readonly string[];
   readonly listenMetricsUrls: readonly string[];
+  /** --metrics: "extensive" adds histogram metrics. */
+  readonly metricsLevel: "basic" | "extensive";
 
   /** --initial-cluster (or --peers), in the order given; names unique. */
   readonly initialCluster: readonly InitialMember[];
@@ -259,6 +261,7 @@ function buildConfig(
     listenPeerUrls,
     initialAdvertisePeerUrls,
     listenMetricsUrls,
+    metricsLevel: raw("metrics") as "basic" | "extensive",
     initialCluster,
     initialClusterText: formatInitialCluster(initialCluster),
     initialClusterState: raw("initial-cluster-state") as ClusterState,
