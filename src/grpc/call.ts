@@ -395,9 +395,13 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
     stream.end();
   }
 
-  /** After the status, a client still sending gets RST_STREAM(NO_ERROR), as grpc-go does. */
+  /**
+   * After the status, a client still sending gets RST_STREAM(NO_ERROR), as grpc-go
+   * does. Deferred a turn: a reset submitted right after the trailers can overtake them.
+   */
   private closeReadSide(): void {
-    if (this.readState === "open" && !this.stream.destroyed) this.stream.close(NGHTTP2_NO_ERROR);
+    if (this.readState !== "open" || this.stream.destroyed) return;
+    setImmediate(closeIfStillReading, this.stream);
   }
 
   private clearTimer(): void {
@@ -442,7 +446,11 @@ export function respondTrailersOnly(stream: ServerHttp2Stream, code: Status, mes
   stream.respond({ ...RESPONSE_HEADERS, "grpc-status": String(code), "grpc-message": encodeGrpcMessage(message) }, END_OPTIONS);
   // Drain whatever the client still sends, then reset its side like grpc-go does.
   stream.resume();
-  if (!stream.readableEnded) stream.close(NGHTTP2_NO_ERROR);
+  setImmediate(closeIfStillReading, stream);
+}
+
+function closeIfStillReading(stream: ServerHttp2Stream): void {
+  if (!stream.destroyed && !stream.readableEnded) stream.close(NGHTTP2_NO_ERROR);
 }
 
 function isPromise(value: unknown): value is Promise<unknown> {
