@@ -1,0 +1,264 @@
+/**
+ * The backend: one SQLite database (better-sqlite3) holding every revision of
+ * every key, the meta bucket, and tables reserved for leases, members, alarms
+ * and auth.
+ *
+ * Like etcd's batched bolt transaction, writes go into one open SQLite
+ * transaction that is committed every `batchIntervalMs` or once `batchLimit`
+ * writes are pending (checked between applies, never inside one). Reads use the
+ * same connection, so they see every applied write, committed or not.
+ * journal_mode=WAL and synchronous=OFF: the Raft WAL is the source of
+ * durability; what SQLite loses in a crash is re-applied from the consistent
+ * index, which is written in the same transaction as the data it covers.
+ */
+
+import fs from 'node:fs';
+import Database from 'better-sqlite3';
+import { invariant } from './errors.js';
+
+export interface BackendOptions {
+  /** Commit the batch transaction at least this often. etcd: 100 ms. */
+  batchIntervalMs?: number;
+  /** Commit once this many writes are pending. etcd: 10,000. */
+  batchLimit?: number;
+}
+
+/** One stored revision of a key; tombstones have empty value and zero create/version/lease. */
+export interface KvRow {
+  rev: number;
+  key: Buffer;
+  value: Buffer;
+  createRev: number;
+  version: number;
+  lease: number;
+  tombstone: boolean;
+}
+
+type RawRow = [number, Buffer, Buffer | null, number, number, number, number];
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS kv (
+  rev INTEGER PRIMARY KEY,     -- packed revision (main * 2^20 + sub)
+  key BLOB NOT NULL,
+  value BLOB NOT NULL,
+  create_rev INTEGER NOT NULL,
+  version INTEGER NOT NULL,
+  lease INTEGER NOT NULL,
+  tombstone INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS members (id INTEGER PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS members_removed (id INTEGER PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS alarms (member_id INTEGER NOT NULL, alarm INTEGER NOT NULL, PRIMARY KEY (member_id, alarm)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS auth (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS auth_users (name BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS auth_roles (name BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+`;
+
+const EMPTY = Buffer.alloc(0);
+
+function toRow(r: RawRow): KvRow {
+  return {
+    rev: r[0],
+    key: r[1],
+    value: r[2] ?? EMPTY,
+    createRev: r[3],
+    version: r[4],
+    lease: r[5],
+    tombstone: r[6] !== 0,
+  };
+}
+
+export class Backend {
+  readonly path: string;
+  /** The connection; writes through it join the open batch transaction. */
+  readonly db: Database.Database;
+  private readonly batchLimit: number;
+  private pending = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private closed = false;
+  private readonly stmts;
+
+  private constructor(path: string, opts: BackendOptions) {
+    this.path = path;
+    this.batchLimit = opts.batchLimit ?? 10_000;
+    invariant(this.batchLimit > 0, 'batchLimit must be positive');
+    this.db = new Database(path);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = OFF');
+    this.db.exec(SCHEMA);
+    const db = this.db;
+    this.stmts = {
+      put: db.prepare('INSERT OR REPLACE INTO kv (rev, key, value, create_rev, version, lease, tombstone) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+      get: db.prepare('SELECT rev, key, value, create_rev, version, lease, tombstone FROM kv WHERE rev = ?').raw(),
+      del: db.prepare('DELETE FROM kv WHERE rev = ?'),
+      range: db
+        .prepare('SELECT rev, key, value, create_rev, version, lease, tombstone FROM kv WHERE rev >= ? AND rev <= ? ORDER BY rev LIMIT ?')
+        .raw(),
+      all: db.prepare('SELECT rev, key, value, create_rev, version, lease, tombstone FROM kv ORDER BY rev').raw(),
+      maxRev: db.prepare('SELECT max(rev) FROM kv').pluck(),
+      metaGet: db.prepare('SELECT value FROM meta WHERE name = ?').pluck(),
+      metaSet: db.prepare('INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)'),
+      begin: db.prepare('BEGIN'),
+      commit: db.prepare('COMMIT'),
+    };
+    this.stmts.begin.run();
+    const interval = opts.batchIntervalMs ?? 100;
+    invariant(interval > 0, 'batchIntervalMs must be positive');
+    this.timer = setInterval(() => this.commitIfPending(), interval);
+    this.timer.unref();
+  }
+
+  static open(path: string, opts: BackendOptions = {}): Backend {
+    return new Backend(path, opts);
+  }
+
+  // ---- kv rows
+
+  putKv(row: KvRow): void {
+    this.stmts.put.run(row.rev, row.key, row.value, row.createRev, row.version, row.lease, row.tombstone ? 1 : 0);
+    this.pending++;
+  }
+
+  getKv(rev: number): KvRow | undefined {
+    const r = this.stmts.get.get(rev) as RawRow | undefined;
+    return r === undefined ? undefined : toRow(r);
+  }
+
+  deleteKv(rev: number): void {
+    this.stmts.del.run(rev);
+    this.pending++;
+  }
+
+  /** Rows with packed revision in [fromRev, toRev], in revision order, at most `limit`. */
+  rowsBetween(fromRev: number, toRev: number, limit: number): KvRow[] {
+    invariant(limit > 0, 'row limit must be positive');
+    return (this.stmts.range.all(fromRev, toRev, limit) as RawRow[]).map(toRow);
+  }
+
+  /** Every row in revision order (restart, hashing). */
+  *allRows(): IterableIterator<KvRow> {
+    for (const r of this.stmts.all.iterate() as IterableIterator<RawRow>) yield toRow(r);
+  }
+
+  maxRev(): number {
+    return (this.stmts.maxRev.get() as number | null) ?? 0;
+  }
+
+  // ---- meta bucket
+
+  metaNumber(name: string): number {
+    const v = this.stmts.metaGet.get(name);
+    return typeof v === 'number' ? v : 0;
+  }
+
+  metaBytes(name: string): Buffer | null {
+    const v = this.stmts.metaGet.get(name);
+    return Buffer.isBuffer(v) ? v : null;
+  }
+
+  setMeta(name: string, value: number | Buffer | null): void {
+    this.stmts.metaSet.run(name, value);
+    this.pending++;
+  }
+
+  // ---- batching
+
+  /** Counts writes made by others through `db` so the batch limit sees them. */
+  noteWrites(n: number): void {
+    this.pending += n;
+  }
+
+  /** Called between applies: commits when the batch is full. */
+  commitIfFull(): void {
+    if (this.pending >= this.batchLimit) this.forceCommit();
+  }
+
+  private commitIfPending(): void {
+    if (!this.closed && this.pending > 0) this.forceCommit();
+  }
+
+  /** Commits the batch transaction now and opens the next one. */
+  forceCommit(): void {
+    invariant(!this.closed, 'backend is closed');
+    invariant(this.db.inTransaction, 'batch transaction must be open');
+    this.stmts.commit.run();
+    this.pending = 0;
+    this.stmts.begin.run();
+  }
+
+  // ---- whole-file operations
+
+  /**
+   * Writes the committed state as one SQLite file via the online backup API.
+   * Commits first, so the file holds every write applied so far; the copy
+   * runs from a second, read-only connection holding a read transaction
+   * (WAL snapshot isolation), so applies continue meanwhile.
+   */
+  async snapshot(destPath: string): Promise<void> {
+    this.forceCommit();
+    const reader = new Database(this.path, { readonly: true });
+    try {
+      reader.exec('BEGIN');
+      reader.prepare('SELECT count(*) FROM meta').get(); // starts the read transaction now
+      await reader.backup(destPath);
+      reader.exec('COMMIT');
+    } finally {
+      reader.close();
+    }
+  }
+
+  /** Bytes on disk: database file plus its WAL. */
+  sizeBytes(): number {
+    let size = 0;
+    for (const f of [this.path, `${this.path}-wal`]) {
+      try {
+        size += fs.statSync(f).size;
+      } catch {
+        // absent WAL file counts as 0
+      }
+    }
+    return size;
+  }
+
+  /** Rewrites the file without free pages (VACUUM), blocking like etcd's defrag. */
+  defragment(): { sizeBeforeBytes: number; sizeAfterBytes: number } {
+    this.stmts.commit.run();
+    this.pending = 0;
+    this.db.pragma('wal_checkpoint(TRUNCATE)');
+    const sizeBeforeBytes = this.sizeBytes();
+    this.db.exec('VACUUM');
+    this.db.pragma('wal_checkpoint(TRUNCATE)');
+    const sizeAfterBytes = this.sizeBytes();
+    this.stmts.begin.run();
+    return { sizeBeforeBytes, sizeAfterBytes };
+  }
+
+  close(): void {
+    if (this.closed) return;
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    this.stmts.commit.run();
+    this.closed = true;
+    this.db.close();
+  }
+
+  /** Test hook: drop the connection without committing, as a crash would. */
+  crashForTest(): void {
+    if (this.closed) return;
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    this.closed = true;
+    this.db.close(); // closing with an open transaction rolls it back
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+}
+
+/** Replaces the database at `dbPath` with a snapshot file (the store must be closed). */
+export function installSnapshotFile(snapshotPath: string, dbPath: string): void {
+  for (const suffix of ['-wal', '-shm']) fs.rmSync(`${dbPath}${suffix}`, { force: true });
+  fs.copyFileSync(snapshotPath, dbPath);
+}

@@ -1,0 +1,424 @@
+/**
+ * The kv store (etcd mvcc/kvstore.go + the kv part of etcdserver's applier):
+ * the state machine Raft entries are applied to.
+ *
+ * - `apply(index, term, op)` applies one committed entry exactly once: entries
+ *   at or below the stored consistent index are skipped, so re-applying the
+ *   Raft log after a restart is idempotent. The consistent index is written in
+ *   the same backend transaction as the changes it covers.
+ * - Every modifying request is one main revision; the empty store is at
+ *   revision 1 (as etcd), so the first write gets revision 2.
+ * - Compaction is staged (see kvstore_compaction.ts).
+ */
+
+import fs from 'node:fs';
+import { Backend, type BackendOptions, installSnapshotFile } from './backend.js';
+import { ErrClosed, ErrCompacted, ErrFutureRev, ErrLeaseNotFound, invariant, MvccError } from './errors.js';
+import { hashBackend, hashKvRevisions } from './hash.js';
+import {
+  META_FINISHED_COMPACT,
+  META_SCHEDULED_COMPACT,
+  runCompaction,
+} from './kvstore_compaction.js';
+import { applyDeleteRange, applyPut, applyRange, applyTxn, KvTxn, rowToKv, type StoreCore } from './kvstore_txn.js';
+import { type LeaseHooks, NO_LEASES } from './lease_hooks.js';
+import { revMain } from './revision.js';
+import { keyToString, TreeIndex } from './tree_index.js';
+import { checkKvOp } from './txn_check.js';
+import {
+  type CompactionRequest,
+  type DeleteRangeRequest,
+  type DeleteRangeResponse,
+  type Event,
+  type KeyValue,
+  type KvOp,
+  numOf,
+  type PutRequest,
+  type PutResponse,
+  type RangeRequest,
+  type RangeResponse,
+  type TxnRequest,
+  type TxnResponse,
+} from './types.js';
+
+export const META_CONSISTENT_INDEX = 'consistent_index';
+export const META_TERM = 'term';
+
+export interface KvStoreOptions extends BackendOptions {
+  /** SQLite database file. */
+  path: string;
+  /** The lessor's hooks; may also be set later with setLeaseHooks. */
+  leases?: LeaseHooks;
+  /** Keys per compaction batch. etcd: 1,000. */
+  compactionBatchKeys?: number;
+  /** Pause between compaction batches. etcd: 10 ms. */
+  compactionSleepMs?: number;
+}
+
+/** Result of applying one kv entry. `revision` is the header revision to report. */
+export interface ApplyResult {
+  revision: number;
+  range?: RangeResponse;
+  put?: PutResponse;
+  deleteRange?: DeleteRangeResponse;
+  txn?: TxnResponse;
+  /** Set for compactions: resolves once the old revisions are physically gone (for `physical`). */
+  compaction?: Promise<void>;
+  /** A client-visible failure; the entry still counts as applied. */
+  error?: MvccError;
+}
+
+/** Receives the events of every revision, synchronously, right after it is applied. */
+export type ChangeObserver = (rev: number, events: Event[]) => void;
+
+export interface HashKvResult {
+  hash: number;
+  /** Store revision when hashed (header revision). */
+  revision: number;
+  compactRevision: number;
+}
+
+export interface SnapshotInfo {
+  consistentIndex: number;
+  term: number;
+  revision: number;
+  sizeBytes: number;
+}
+
+export class KvStore implements StoreCore {
+  readonly index = new TreeIndex();
+  backend: Backend;
+  leases: LeaseHooks;
+  currentRev = 1;
+  compactMainRev = -1;
+  private ci = 0;
+  private term = 0;
+  private closed = false;
+  private observer: ChangeObserver | null = null;
+  private compactionChain: Promise<void> = Promise.resolve();
+  private readonly opts: KvStoreOptions;
+
+  private constructor(opts: KvStoreOptions) {
+    this.opts = opts;
+    this.leases = opts.leases ?? NO_LEASES;
+    this.backend = Backend.open(opts.path, opts);
+    this.restore();
+  }
+
+  /** Opens (or creates) the store at opts.path, rebuilding the index and resuming any compaction. */
+  static open(opts: KvStoreOptions): KvStore {
+    return new KvStore(opts);
+  }
+
+  /** etcd store.restore: rebuild the index from every stored revision. */
+  private restore(): void {
+    const b = this.backend;
+    this.ci = b.metaNumber(META_CONSISTENT_INDEX);
+    this.term = b.metaNumber(META_TERM);
+    const finished = b.metaNumber(META_FINISHED_COMPACT);
+    const scheduled = b.metaNumber(META_SCHEDULED_COMPACT);
+    this.compactMainRev = this.hasMeta(META_FINISHED_COMPACT) ? finished : -1;
+    const orphans: number[] = [];
+    for (const row of b.allRows()) {
+      const main = revMain(row.rev);
+      const k = keyToString(row.key);
+      if (row.tombstone && !this.index.isAlive(k)) {
+        // Its history was compacted away; nothing to rebuild.
+        orphans.push(row.rev);
+        continue;
+      }
+      this.index.restore(k, row.rev, row.tombstone, row.createRev, row.version);
+      if (main > this.currentRev) this.currentRev = main;
+    }
+    if (this.currentRev < this.compactMainRev) this.currentRev = this.compactMainRev;
+    const hasScheduled = this.hasMeta(META_SCHEDULED_COMPACT);
+    if (hasScheduled && scheduled > this.compactMainRev) {
+      this.compactMainRev = scheduled;
+      this.scheduleCompaction(scheduled);
+    }
+    for (const r of orphans) {
+      invariant(revMain(r) <= Math.max(this.compactMainRev, 0), 'tombstone without history above the compaction');
+      b.deleteKv(r);
+    }
+  }
+
+  private hasMeta(name: string): boolean {
+    return this.backend.db.prepare('SELECT 1 FROM meta WHERE name = ? AND value IS NOT NULL').pluck().get(name) !== undefined;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new ErrClosed();
+  }
+
+  // ---------------------------------------------------------------- state
+
+  currentRevision(): number {
+    return this.currentRev;
+  }
+
+  /** Revision of the last compaction (reads below it fail); 0 if never compacted. */
+  compactRevision(): number {
+    return Math.max(this.compactMainRev, 0);
+  }
+
+  consistentIndex(): number {
+    return this.ci;
+  }
+
+  consistentTerm(): number {
+    return this.term;
+  }
+
+  /** The better-sqlite3 Database; writes through it join the batch transaction. Call `noteWrites` to count them. */
+  get db(): Backend['db'] {
+    return this.backend.db;
+  }
+
+  /** Tells the backend about writes made through `db` so the 10,000-write batch limit sees them. */
+  noteWrites(n: number): void {
+    this.backend.noteWrites(n);
+  }
+
+  setLeaseHooks(hooks: LeaseHooks): void {
+    this.leases = hooks;
+  }
+
+  /** The watchable store listens here. One observer. */
+  setObserver(observer: ChangeObserver | null): void {
+    invariant(observer === null || this.observer === null, 'kv store already has an observer');
+    this.observer = observer;
+  }
+
+  // ---------------------------------------------------------------- applying
+
+  /**
+   * Applies one committed Raft entry. Returns null when `index` is at or below
+   * the consistent index (already applied: skipped). Client-visible failures
+   * come back in `error`; the entry is still consumed.
+   */
+  apply(index: number, term: number, op: KvOp): ApplyResult | null {
+    this.assertOpen();
+    if (!this.advanceConsistentIndex(index, term)) return null;
+    let result: ApplyResult;
+    try {
+      result = this.execute(op);
+    } catch (e) {
+      if (!(e instanceof MvccError)) throw e;
+      result = { revision: this.currentRev, error: e };
+    }
+    this.backend.commitIfFull();
+    return result;
+  }
+
+  /**
+   * Marks an entry that is not a kv op (lease grant/revoke, auth, members...)
+   * as applied; false when it already was — the caller must then skip it.
+   * Whatever the caller writes right after, in the same turn, shares the batch
+   * transaction with this index.
+   */
+  markApplied(index: number, term: number): boolean {
+    this.assertOpen();
+    const fresh = this.advanceConsistentIndex(index, term);
+    if (fresh) this.backend.commitIfFull();
+    return fresh;
+  }
+
+  private advanceConsistentIndex(index: number, term: number): boolean {
+    if (index <= this.ci) return false;
+    invariant(term >= this.term, 'term of applied entries must not decrease');
+    this.ci = index;
+    this.term = term;
+    // Written before the op's changes, in the same transaction: both persist or neither.
+    this.backend.setMeta(META_CONSISTENT_INDEX, index);
+    this.backend.setMeta(META_TERM, term);
+    return true;
+  }
+
+  private execute(op: KvOp): ApplyResult {
+    checkKvOp(op, Number.MAX_SAFE_INTEGER);
+    if (op.range) return { range: this.range(op.range), revision: this.currentRev };
+    if (op.put) return { put: this.put(op.put), revision: this.currentRev };
+    if (op.deleteRange) return { deleteRange: this.deleteRange(op.deleteRange), revision: this.currentRev };
+    if (op.txn) return { txn: this.txn(op.txn), revision: this.currentRev };
+    if (op.compaction) return { compaction: this.compact(op.compaction), revision: this.currentRev };
+    throw new Error('mvcc: empty kv op');
+  }
+
+  private write<T>(f: (txn: KvTxn) => T): T {
+    const txn = new KvTxn(this);
+    let out: T;
+    try {
+      out = f(txn);
+    } catch (e) {
+      // Validation happens before the first change; a throw after it would leave a half-applied revision.
+      invariant(txn.changes.length === 0, `write transaction failed after changes: ${String(e)}`);
+      throw e;
+    }
+    const events = txn.end();
+    if (events.length > 0 && this.observer !== null) this.observer(this.currentRev, events);
+    return out;
+  }
+
+  // ---------------------------------------------------------------- requests
+
+  /** Range at the current state (serializable/linearizable reads and raft range ops). */
+  range(req: RangeRequest): RangeResponse {
+    this.assertOpen();
+    return applyRange(new KvTxn(this), req);
+  }
+
+  put(req: PutRequest): PutResponse {
+    this.assertOpen();
+    const lease = numOf(req.lease);
+    if (lease !== 0 && !this.leases.exists(lease)) throw new ErrLeaseNotFound();
+    return this.write((txn) => applyPut(txn, req));
+  }
+
+  deleteRange(req: DeleteRangeRequest): DeleteRangeResponse {
+    this.assertOpen();
+    return this.write((txn) => applyDeleteRange(txn, req));
+  }
+
+  txn(req: TxnRequest): TxnResponse {
+    this.assertOpen();
+    return this.write((txn) => applyTxn(txn, req, this.leases));
+  }
+
+  /**
+   * Deletes the given keys in ONE revision (lease revoke). Keys are deleted in
+   * byte order, as etcd sorts them, so every member hashes the same. Absent
+   * keys are skipped. Calls leases.detach for each deleted key.
+   * Returns the number deleted and the store revision afterwards.
+   */
+  deleteKeys(keys: Uint8Array[]): { deleted: number; revision: number } {
+    this.assertOpen();
+    const sorted = keys.map((k) => keyToString(k)).sort();
+    const deleted = this.write((txn) => {
+      let n = 0;
+      let last: string | null = null;
+      for (const k of sorted) {
+        if (k === last) continue;
+        last = k;
+        n += txn.deleteRange({ start: k });
+      }
+      return n;
+    });
+    return { deleted, revision: this.currentRev };
+  }
+
+  /**
+   * Compacts at `rev`: reads below it fail at once; old revisions are removed
+   * in stages. Returns a promise that resolves when they are gone.
+   * Throws ErrCompacted if rev ≤ the last compaction, ErrFutureRev if rev > current.
+   */
+  compact(req: CompactionRequest | number): Promise<void> {
+    this.assertOpen();
+    const rev = typeof req === 'number' ? req : numOf(req.revision);
+    if (rev <= this.compactMainRev) throw new ErrCompacted();
+    if (rev > this.currentRev) throw new ErrFutureRev();
+    this.compactMainRev = rev;
+    this.backend.setMeta(META_SCHEDULED_COMPACT, rev);
+    // etcd forces a commit so the scheduled compaction survives a crash.
+    this.backend.forceCommit();
+    return this.scheduleCompaction(rev);
+  }
+
+  private scheduleCompaction(rev: number): Promise<void> {
+    const target = { index: this.index, backend: this.backend, isOpen: () => !this.closed };
+    const opts = { batchKeys: this.opts.compactionBatchKeys ?? 1000, sleepMs: this.opts.compactionSleepMs ?? 10 };
+    this.compactionChain = this.compactionChain.then(() => runCompaction(target, rev, opts));
+    return this.compactionChain;
+  }
+
+  /** Resolves when every scheduled compaction is done. */
+  compactionDone(): Promise<void> {
+    return this.compactionChain;
+  }
+
+  // ---------------------------------------------------------------- reads for watch
+
+  /** The kv of `key` visible at main revision `rev`, or undefined (also when compacted). */
+  kvAt(key: Uint8Array, rev: number): KeyValue | undefined {
+    this.assertOpen();
+    if (rev < this.compactMainRev || rev > this.currentRev || rev <= 0) return undefined;
+    const r = this.index.get(keyToString(key), rev);
+    if (r < 0) return undefined;
+    const row = this.backend.getKv(r);
+    return row === undefined ? undefined : rowToKv(row);
+  }
+
+  // ---------------------------------------------------------------- maintenance
+
+  /** etcd HashKV(rev): rev 0 means the current revision. */
+  hashKV(rev = 0): HashKvResult {
+    this.assertOpen();
+    const compactRev = this.compactMainRev;
+    if (rev > 0 && rev <= compactRev) throw new ErrCompacted();
+    if (rev > 0 && rev > this.currentRev) throw new ErrFutureRev();
+    const at = rev === 0 ? this.currentRev : rev;
+    const keep = this.index.keep(at);
+    return {
+      hash: hashKvRevisions(this.backend, at, compactRev, keep),
+      revision: this.currentRev,
+      compactRevision: this.compactRevision(),
+    };
+  }
+
+  /** etcd Hash: the whole backend (every table) except apply-position bookkeeping. */
+  hash(): { hash: number; revision: number } {
+    this.assertOpen();
+    return { hash: hashBackend(this.backend), revision: this.currentRev };
+  }
+
+  /** Writes the backend as one SQLite file (online backup); applies may continue meanwhile. */
+  async snapshot(destPath: string): Promise<SnapshotInfo> {
+    this.assertOpen();
+    const info = { consistentIndex: this.ci, term: this.term, revision: this.currentRev };
+    await this.backend.snapshot(destPath);
+    return { ...info, sizeBytes: fs.statSync(destPath).size };
+  }
+
+  /** Defragments the backend (VACUUM). Blocks, as etcd's defrag does. */
+  defragment(): { sizeBeforeBytes: number; sizeAfterBytes: number } {
+    this.assertOpen();
+    return this.backend.defragment();
+  }
+
+  /** Bytes the backend uses on disk. */
+  sizeBytes(): number {
+    return this.backend.sizeBytes();
+  }
+
+  /**
+   * Replaces this store's whole state with a snapshot file: the backend is
+   * closed, the file installed, and the store reopened on it (index rebuilt).
+   * The same object stays valid for its users.
+   */
+  restoreFromSnapshot(snapshotPath: string): void {
+    this.assertOpen();
+    this.backend.close();
+    installSnapshotFile(snapshotPath, this.opts.path);
+    this.backend = Backend.open(this.opts.path, this.opts);
+    this.index.clear();
+    this.currentRev = 1;
+    this.compactMainRev = -1;
+    this.compactionChain = Promise.resolve();
+    this.restore();
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.backend.close();
+  }
+
+  /** Test hook: lose everything not yet committed, as a crash would. */
+  crashForTest(): void {
+    this.closed = true;
+    this.backend.crashForTest();
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+}

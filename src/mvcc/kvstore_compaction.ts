@@ -1,0 +1,65 @@
+/**
+ * Staged compaction (etcd mvcc/kvstore_compaction.go, reshaped): the key
+ * index is compacted `batchKeys` keys at a time, and the revisions each batch
+ * drops are deleted from the backend in the same batch transaction as a
+ * progress cursor (compaction revision, last key done). Between batches the
+ * event loop runs, so requests keep flowing; after a crash the cursor says
+ * where to resume.
+ */
+
+import type { Backend } from './backend.js';
+import { invariant } from './errors.js';
+import type { TreeIndex } from './tree_index.js';
+
+export const META_SCHEDULED_COMPACT = 'scheduled_compact_rev';
+export const META_FINISHED_COMPACT = 'finished_compact_rev';
+export const META_CURSOR_REV = 'compact_cursor_rev';
+export const META_CURSOR_KEY = 'compact_cursor_key';
+
+export interface CompactionOptions {
+  /** Keys per batch. etcd: 1,000. */
+  batchKeys: number;
+  /** Pause between batches. etcd: 10 ms. 0 still yields (setImmediate). */
+  sleepMs: number;
+}
+
+export interface CompactionTarget {
+  readonly index: TreeIndex;
+  readonly backend: Backend;
+  /** False once the store closed: the job stops at the next batch boundary. */
+  isOpen(): boolean;
+}
+
+function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => (ms > 0 ? setTimeout(resolve, ms) : setImmediate(resolve)));
+}
+
+/** Where a compaction at `rev` left off (null: start from the first key). */
+export function savedCursor(backend: Backend, rev: number): string | null {
+  if (backend.metaNumber(META_CURSOR_REV) !== rev) return null;
+  const key = backend.metaBytes(META_CURSOR_KEY);
+  return key === null ? null : key.toString('latin1');
+}
+
+/**
+ * Runs (or resumes) the compaction at main revision `rev`. Resolves when every
+ * batch is done and the finished revision is recorded, or when the store closed.
+ */
+export async function runCompaction(t: CompactionTarget, rev: number, opts: CompactionOptions): Promise<void> {
+  invariant(opts.batchKeys > 0, 'compaction batch must be positive');
+  let cursor = savedCursor(t.backend, rev);
+  for (;;) {
+    if (!t.isOpen()) return;
+    const last = t.index.compactBatch(cursor, rev, opts.batchKeys, (r) => t.backend.deleteKv(r));
+    if (last === null) break;
+    t.backend.setMeta(META_CURSOR_REV, rev);
+    t.backend.setMeta(META_CURSOR_KEY, Buffer.from(last, 'latin1'));
+    cursor = last;
+    t.backend.commitIfFull();
+    await pause(opts.sleepMs);
+  }
+  t.backend.setMeta(META_FINISHED_COMPACT, rev);
+  t.backend.setMeta(META_CURSOR_REV, null);
+  t.backend.setMeta(META_CURSOR_KEY, null);
+  t.backend.commitIfFull();
+}

@@ -1,0 +1,409 @@
+/**
+ * One read or write transaction over the store (etcd mvcc/kvstore_txn.go) and
+ * the request semantics etcd's applier layers on top of it (etcdserver/apply.go):
+ * Range with sort/filters/limit, Put with ignore_value/ignore_lease/prev_kv,
+ * DeleteRange, and Txn with compares evaluated before any write.
+ *
+ * A write transaction is exactly one main revision: every change inside it gets
+ * the next sub revision; when it ends with changes, the store's revision moves
+ * by one.
+ */
+
+import type { Backend, KvRow } from './backend.js';
+import { ErrCompacted, ErrFutureRev, ErrKeyNotFound, ErrLeaseNotFound, invariant } from './errors.js';
+import type { LeaseHooks } from './lease_hooks.js';
+import { packRev, revMain, SUB_MAX } from './revision.js';
+import { type KeyRange, keyFromString, keyToString, type TreeIndex } from './tree_index.js';
+import {
+  bytesOf,
+  type Compare,
+  CompareResult,
+  CompareTarget,
+  type DeleteRangeRequest,
+  type DeleteRangeResponse,
+  type Event,
+  EventType,
+  type KeyValue,
+  numOf,
+  type PutRequest,
+  type PutResponse,
+  type RangeRequest,
+  type RangeResponse,
+  type RequestOp,
+  type ResponseOp,
+  SortOrder,
+  SortTarget,
+  type TxnRequest,
+  type TxnResponse,
+} from './types.js';
+
+/** The parts of the store a transaction works on. */
+export interface StoreCore {
+  readonly index: TreeIndex;
+  readonly backend: Backend;
+  leases: LeaseHooks;
+  currentRev: number;
+  /** Reads below it fail; -1 until the first compaction (as etcd). */
+  compactMainRev: number;
+}
+
+const EMPTY = Buffer.alloc(0);
+
+function asBuffer(u: Uint8Array): Buffer {
+  return Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+}
+
+export function rowToKv(row: KvRow): KeyValue {
+  return {
+    key: row.key,
+    createRevision: row.createRev,
+    modRevision: revMain(row.rev),
+    version: row.version,
+    value: row.value,
+    lease: row.lease,
+  };
+}
+
+/** etcd mkGteRange + nil handling: absent end = single key, "\0" = every key ≥ start. */
+export function toKeyRange(key: Uint8Array | null | undefined, rangeEnd: Uint8Array | null | undefined): KeyRange {
+  const start = keyToString(bytesOf(key));
+  const end = bytesOf(rangeEnd);
+  if (end.length === 0) return { start };
+  if (end.length === 1 && end[0] === 0) return { start, end: '' };
+  return { start, end: keyToString(end) };
+}
+
+export interface RangeOptions {
+  /** Main revision to read at; ≤ 0 means the transaction's revision. */
+  rev: number;
+  /** Max kvs to fetch; ≤ 0 means all (the count is always the full count). */
+  limit: number;
+  countOnly: boolean;
+}
+
+export interface RangeResult {
+  kvs: KeyValue[];
+  count: number;
+  rev: number;
+}
+
+export class KvTxn {
+  readonly beginRev: number;
+  readonly changes: Event[] = [];
+
+  constructor(private readonly core: StoreCore) {
+    this.beginRev = core.currentRev;
+  }
+
+  /** Revision this transaction reads at (its own writes included). */
+  rev(): number {
+    return this.changes.length > 0 ? this.beginRev + 1 : this.beginRev;
+  }
+
+  firstRev(): number {
+    return this.core.compactMainRev;
+  }
+
+  /** etcd rangeKeys: revisions from the index, values from the backend. */
+  rangeKeys(range: KeyRange, ro: RangeOptions): RangeResult {
+    const curRev = this.rev();
+    let rev = ro.rev;
+    if (rev > curRev) throw new ErrFutureRev();
+    if (rev <= 0) rev = curRev;
+    if (rev < this.core.compactMainRev) throw new ErrCompacted();
+    const revs: number[] = [];
+    let count = 0;
+    const want = ro.countOnly ? 0 : ro.limit > 0 ? ro.limit : Number.POSITIVE_INFINITY;
+    this.core.index.visitRange(range, rev, (_key, r) => {
+      if (revs.length < want) revs.push(r);
+      count++;
+    });
+    const kvs = revs.map((r) => {
+      const row = this.core.backend.getKv(r);
+      invariant(row !== undefined && !row.tombstone, 'index revision missing from backend');
+      return rowToKv(row);
+    });
+    return { kvs, count, rev: curRev };
+  }
+
+  private nextRev(): number {
+    invariant(this.changes.length <= SUB_MAX, 'too many changes in one revision');
+    return packRev(this.beginRev + 1, this.changes.length);
+  }
+
+  /** The live kv of a key at this transaction's revision, if any. */
+  private current(key: string): KvRow | undefined {
+    const r = this.core.index.get(key, this.rev());
+    if (r < 0) return undefined;
+    const row = this.core.backend.getKv(r);
+    invariant(row !== undefined && !row.tombstone, 'live index revision missing from backend');
+    return row;
+  }
+
+  /** etcd storeTxnWrite.put. */
+  put(key: Uint8Array, value: Uint8Array, lease: number): void {
+    const k = keyToString(key);
+    const prev = this.current(k);
+    const rev = this.nextRev();
+    const main = this.beginRev + 1;
+    const row: KvRow = {
+      rev,
+      key: asBuffer(key),
+      value: asBuffer(value),
+      createRev: prev ? prev.createRev : main,
+      version: prev ? prev.version + 1 : 1,
+      lease,
+      tombstone: false,
+    };
+    this.core.backend.putKv(row);
+    this.core.index.put(k, rev);
+    this.changes.push({ type: EventType.PUT, kv: rowToKv(row) });
+    if (prev && prev.lease !== 0) this.core.leases.detach(prev.lease, row.key);
+    if (lease !== 0) this.core.leases.attach(lease, row.key);
+  }
+
+  /** etcd storeTxnWrite.deleteRange: tombstones every live key of the range; returns how many. */
+  deleteRange(range: KeyRange): number {
+    const keys: string[] = [];
+    this.core.index.visitRange(range, this.rev(), (k) => {
+      keys.push(k);
+    });
+    for (const k of keys) this.delete(k);
+    return keys.length;
+  }
+
+  private delete(k: string): void {
+    const prev = this.current(k);
+    invariant(prev !== undefined, 'deleting a key that is not alive');
+    const rev = this.nextRev();
+    const key = keyFromString(k);
+    this.core.backend.putKv({ rev, key, value: EMPTY, createRev: 0, version: 0, lease: 0, tombstone: true });
+    invariant(this.core.index.tombstone(k, rev), 'tombstone on a dead key');
+    this.changes.push({
+      type: EventType.DELETE,
+      kv: { key, createRevision: 0, modRevision: this.beginRev + 1, version: 0, value: EMPTY, lease: 0 },
+    });
+    if (prev.lease !== 0) this.core.leases.detach(prev.lease, key);
+  }
+
+  /** Ends the transaction: the store's revision moves if anything changed. Returns the events. */
+  end(): Event[] {
+    invariant(this.core.currentRev === this.beginRev, 'transactions must not interleave');
+    if (this.changes.length > 0) this.core.currentRev = this.beginRev + 1;
+    return this.changes;
+  }
+}
+
+// ---------------------------------------------------------------- applier
+
+type KvCompare = (a: KeyValue, b: KeyValue) => number;
+
+function sortComparator(target: SortTarget): KvCompare {
+  switch (target) {
+    case SortTarget.VERSION:
+      return (a, b) => a.version - b.version;
+    case SortTarget.CREATE:
+      return (a, b) => a.createRevision - b.createRevision;
+    case SortTarget.MOD:
+      return (a, b) => a.modRevision - b.modRevision;
+    case SortTarget.VALUE:
+      return (a, b) => Buffer.compare(asBuffer(a.value), asBuffer(b.value));
+    default:
+      return (a, b) => Buffer.compare(asBuffer(a.key), asBuffer(b.key));
+  }
+}
+
+/** etcd applierV3backend.Range. */
+export function applyRange(txn: KvTxn, r: RangeRequest): RangeResponse {
+  const sortOrder = numOf(r.sortOrder) as SortOrder;
+  const sortTarget = numOf(r.sortTarget) as SortTarget;
+  const limitReq = numOf(r.limit);
+  const minMod = numOf(r.minModRevision);
+  const maxMod = numOf(r.maxModRevision);
+  const minCreate = numOf(r.minCreateRevision);
+  const maxCreate = numOf(r.maxCreateRevision);
+  let limit = limitReq;
+  // Sorting or filtering needs every kv before truncating.
+  if (sortOrder !== SortOrder.NONE || minMod !== 0 || maxMod !== 0 || minCreate !== 0 || maxCreate !== 0) limit = 0;
+  if (limit > 0) limit += 1; // one extra tells whether there is more
+  const rr = txn.rangeKeys(toKeyRange(r.key, r.rangeEnd), { rev: numOf(r.revision), limit, countOnly: !!r.countOnly });
+  let kvs = rr.kvs;
+  if (maxMod !== 0) kvs = kvs.filter((kv) => !(kv.modRevision > maxMod));
+  if (minMod !== 0) kvs = kvs.filter((kv) => !(kv.modRevision < minMod));
+  if (maxCreate !== 0) kvs = kvs.filter((kv) => !(kv.createRevision > maxCreate));
+  if (minCreate !== 0) kvs = kvs.filter((kv) => !(kv.createRevision < minCreate));
+  let order = sortOrder;
+  // Results come key-ascending already; other targets default to ascending.
+  if (sortTarget !== SortTarget.KEY && order === SortOrder.NONE) order = SortOrder.ASCEND;
+  if (order === SortOrder.ASCEND || order === SortOrder.DESCEND) {
+    const cmp = sortComparator(sortTarget);
+    // Stable sort; descending keeps ties in key order, as Go's sort.Reverse over insertion sort does.
+    kvs = kvs.slice().sort(order === SortOrder.ASCEND ? cmp : (a, b) => cmp(b, a));
+  }
+  let more = false;
+  if (limitReq > 0 && kvs.length > limitReq) {
+    kvs = kvs.slice(0, limitReq);
+    more = true;
+  }
+  if (r.keysOnly) kvs = kvs.map((kv) => ({ ...kv, value: EMPTY }));
+  return { kvs, more, count: rr.count };
+}
+
+/** etcd applierV3backend.Put; lease existence was checked by the caller. */
+export function applyPut(txn: KvTxn, p: PutRequest): PutResponse {
+  const key = bytesOf(p.key);
+  let value = bytesOf(p.value);
+  let lease = numOf(p.lease);
+  let prev: KeyValue | undefined;
+  if (p.ignoreValue || p.ignoreLease || p.prevKv) {
+    prev = txn.rangeKeys(toKeyRange(key, undefined), { rev: 0, limit: 0, countOnly: false }).kvs[0];
+  }
+  if (p.ignoreValue || p.ignoreLease) {
+    if (prev === undefined) throw new ErrKeyNotFound();
+    if (p.ignoreValue) value = prev.value;
+    if (p.ignoreLease) lease = prev.lease;
+  }
+  txn.put(key, value, lease);
+  const resp: PutResponse = {};
+  if (p.prevKv && prev !== undefined) resp.prevKv = prev;
+  return resp;
+}
+
+/** etcd applierV3backend.DeleteRange. */
+export function applyDeleteRange(txn: KvTxn, dr: DeleteRangeRequest): DeleteRangeResponse {
+  const range = toKeyRange(dr.key, dr.rangeEnd);
+  const prevKvs = dr.prevKv ? txn.rangeKeys(range, { rev: 0, limit: 0, countOnly: false }).kvs : [];
+  const deleted = txn.deleteRange(range);
+  return { deleted, prevKvs };
+}
+
+// ---- txn
+
+function compareInt(a: number, b: number): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** etcd compareKV. */
+function compareKV(c: Compare, kv: KeyValue): boolean {
+  let result: number;
+  switch (numOf(c.target) as CompareTarget) {
+    case CompareTarget.VALUE:
+      result = Buffer.compare(asBuffer(kv.value), asBuffer(bytesOf(c.value)));
+      break;
+    case CompareTarget.CREATE:
+      result = compareInt(kv.createRevision, numOf(c.createRevision));
+      break;
+    case CompareTarget.MOD:
+      result = compareInt(kv.modRevision, numOf(c.modRevision));
+      break;
+    case CompareTarget.VERSION:
+      result = compareInt(kv.version, numOf(c.version));
+      break;
+    case CompareTarget.LEASE:
+      result = compareInt(kv.lease, numOf(c.lease));
+      break;
+    default:
+      return true;
+  }
+  switch (numOf(c.result) as CompareResult) {
+    case CompareResult.EQUAL:
+      return result === 0;
+    case CompareResult.NOT_EQUAL:
+      return result !== 0;
+    case CompareResult.GREATER:
+      return result > 0;
+    case CompareResult.LESS:
+      return result < 0;
+    default:
+      return true;
+  }
+}
+
+const ABSENT: KeyValue = { key: EMPTY, createRevision: 0, modRevision: 0, version: 0, value: EMPTY, lease: 0 };
+
+/** etcd applyCompare: every key of the range must satisfy it; a missing key compares as zeroes, except VALUE which fails. */
+function applyCompare(txn: KvTxn, c: Compare): boolean {
+  let kvs: KeyValue[];
+  try {
+    kvs = txn.rangeKeys(toKeyRange(c.key, c.rangeEnd), { rev: 0, limit: 0, countOnly: false }).kvs;
+  } catch {
+    return false;
+  }
+  if (kvs.length === 0) {
+    if (numOf(c.target) === CompareTarget.VALUE) return false;
+    return compareKV(c, ABSENT);
+  }
+  return kvs.every((kv) => compareKV(c, kv));
+}
+
+/** etcd compareToPath: outcome of every compare on the taken path, evaluated before any write. */
+function compareToPath(txn: KvTxn, rt: TxnRequest): boolean[] {
+  const ok = (rt.compare ?? []).every((c) => applyCompare(txn, c));
+  const path = [ok];
+  for (const op of (ok ? rt.success : rt.failure) ?? []) {
+    if (op.requestTxn) path.push(...compareToPath(txn, op.requestTxn));
+  }
+  return path;
+}
+
+function visitPath(rt: TxnRequest, path: boolean[], at: { i: number }, visit: (op: RequestOp) => void): void {
+  const ok = path[at.i++];
+  invariant(ok !== undefined, 'txn path shorter than the txn');
+  for (const op of (ok ? rt.success : rt.failure) ?? []) {
+    visit(op);
+    if (op.requestTxn) visitPath(op.requestTxn, path, at, visit);
+  }
+}
+
+export function isTxnReadOnly(rt: TxnRequest): boolean {
+  const ops = [...(rt.success ?? []), ...(rt.failure ?? [])];
+  return ops.every((op) => !op.requestPut && !op.requestDeleteRange && (!op.requestTxn || isTxnReadOnly(op.requestTxn)));
+}
+
+/** etcd checkRequestPut / checkRequestRange along the taken path (before any write). */
+function checkPath(txn: KvTxn, rt: TxnRequest, path: boolean[], leases: LeaseHooks, isWrite: boolean): void {
+  if (isWrite) {
+    visitPath(rt, path, { i: 0 }, (op) => {
+      const p = op.requestPut;
+      if (!p) return;
+      if (p.ignoreValue || p.ignoreLease) {
+        const prev = txn.rangeKeys(toKeyRange(p.key, undefined), { rev: 0, limit: 0, countOnly: false });
+        if (prev.kvs.length === 0) throw new ErrKeyNotFound();
+      }
+      const lease = numOf(p.lease);
+      if (lease !== 0 && !leases.exists(lease)) throw new ErrLeaseNotFound();
+    });
+  }
+  visitPath(rt, path, { i: 0 }, (op) => {
+    const r = op.requestRange;
+    if (!r) return;
+    const rev = numOf(r.revision);
+    if (rev === 0) return;
+    if (rev > txn.rev()) throw new ErrFutureRev();
+    if (rev < txn.firstRev()) throw new ErrCompacted();
+  });
+}
+
+function runTxn(txn: KvTxn, rt: TxnRequest, path: boolean[], at: { i: number }): TxnResponse {
+  const succeeded = path[at.i++];
+  invariant(succeeded !== undefined, 'txn path shorter than the txn');
+  const responses: ResponseOp[] = [];
+  for (const op of (succeeded ? rt.success : rt.failure) ?? []) {
+    if (op.requestRange) responses.push({ responseRange: applyRange(txn, op.requestRange) });
+    else if (op.requestPut) responses.push({ responsePut: applyPut(txn, op.requestPut) });
+    else if (op.requestDeleteRange) responses.push({ responseDeleteRange: applyDeleteRange(txn, op.requestDeleteRange) });
+    else if (op.requestTxn) responses.push({ responseTxn: runTxn(txn, op.requestTxn, path, at) });
+    else responses.push({});
+  }
+  return { succeeded, responses };
+}
+
+/**
+ * etcd applierV3backend.Txn: compares and request checks run against the state
+ * before the txn; then the taken branches run as one write transaction.
+ */
+export function applyTxn(txn: KvTxn, rt: TxnRequest, leases: LeaseHooks): TxnResponse {
+  const path = compareToPath(txn, rt);
+  checkPath(txn, rt, path, leases, !isTxnReadOnly(rt));
+  return runTxn(txn, rt, path, { i: 0 });
+}

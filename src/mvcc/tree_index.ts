@@ -1,0 +1,169 @@
+/**
+ * treeIndex: key → keyIndex in a B-tree ordered by key bytes (etcd mvcc/index.go).
+ *
+ * Keys are held as latin1 strings: latin1 maps each byte to one UTF-16 code
+ * unit 0..255, so JS string order is exactly byte order, and a short string
+ * costs far less memory than a Buffer (no ArrayBuffer behind it).
+ */
+
+import { createRequire } from 'node:module';
+import { invariant } from './errors.js';
+import {
+  type KeyIndex,
+  kiAlive,
+  kiCompact,
+  kiGet,
+  kiIsEmpty,
+  kiKeep,
+  kiNew,
+  kiPut,
+  kiRestore,
+  kiTombstone,
+} from './key_index.js';
+
+/** Byte comparator over latin1-encoded keys. */
+// sorted-btree is CommonJS with `exports.default`; ESM default-import interop differs between
+// Node and vite, so load it through require, which behaves the same everywhere.
+const BTree = (createRequire(import.meta.url)('sorted-btree') as typeof import('sorted-btree')).default;
+
+export function compareKeys(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+export function keyToString(key: Uint8Array): string {
+  return Buffer.from(key.buffer, key.byteOffset, key.byteLength).toString('latin1');
+}
+
+export function keyFromString(key: string): Buffer {
+  return Buffer.from(key, 'latin1');
+}
+
+/**
+ * A key range as the index sees it: `end` undefined → the single key;
+ * `end` '' → every key ≥ start; otherwise [start, end).
+ */
+export interface KeyRange {
+  start: string;
+  end?: string;
+}
+
+export class TreeIndex {
+  private readonly tree = new BTree<string, KeyIndex>(undefined, compareKeys, 64);
+
+  clear(): void {
+    this.tree.clear();
+  }
+
+  get size(): number {
+    return this.tree.size;
+  }
+
+  put(key: string, rev: number): void {
+    const ki = this.tree.get(key);
+    if (ki === undefined) {
+      this.tree.set(key, kiNew(rev));
+      return;
+    }
+    const next = kiPut(ki, rev);
+    if (next !== ki) this.tree.set(key, next);
+  }
+
+  /** Records a delete; false if the key was not alive (nothing recorded). */
+  tombstone(key: string, rev: number): boolean {
+    const ki = this.tree.get(key);
+    if (ki === undefined) return false;
+    const next = kiTombstone(ki, rev);
+    if (next === null) return false;
+    this.tree.set(key, next);
+    return true;
+  }
+
+  /** Packed revision of `key` visible at main revision atRev, or -1. */
+  get(key: string, atRev: number): number {
+    const ki = this.tree.get(key);
+    return ki === undefined ? -1 : kiGet(ki, atRev);
+  }
+
+  isAlive(key: string): boolean {
+    const ki = this.tree.get(key);
+    return ki !== undefined && kiAlive(ki);
+  }
+
+  /**
+   * Visits, in key order, each key of the range visible at atRev with its
+   * revision; stop by returning false.
+   */
+  visitRange(range: KeyRange, atRev: number, visit: (key: string, rev: number) => boolean | void): void {
+    if (range.end === undefined) {
+      const rev = this.get(range.start, atRev);
+      if (rev >= 0) visit(range.start, rev);
+      return;
+    }
+    this.forEachKey(range, (key, ki) => {
+      const rev = kiGet(ki, atRev);
+      if (rev < 0) return true;
+      return visit(key, rev);
+    });
+  }
+
+  /** Visits every keyIndex of the range (alive or not) in key order; stop by returning false. */
+  forEachKey(range: KeyRange, visit: (key: string, ki: KeyIndex) => boolean | void): void {
+    if (this.tree.size === 0) return;
+    if (range.end !== undefined && range.end !== '' && compareKeys(range.start, range.end) >= 0) return;
+    const high = range.end === undefined ? range.start : range.end === '' ? this.tree.maxKey()! : range.end;
+    const includeHigh = range.end === undefined || range.end === '';
+    this.tree.forRange(range.start, high, includeHigh, (k, v) => {
+      if (visit(k, v) === false) return { break: true };
+      return undefined;
+    });
+  }
+
+  /** Rebuild after restart from one backend row, in revision order (etcd restoreIntoIndex). */
+  restore(key: string, rev: number, tombstone: boolean, createRev: number, version: number): void {
+    const ki = this.tree.get(key);
+    if (ki === undefined) {
+      // A tombstone whose key is unknown lost its history to compaction: nothing to rebuild.
+      if (!tombstone) this.tree.set(key, kiRestore(createRev, rev, version));
+      return;
+    }
+    if (tombstone) {
+      const next = kiTombstone(ki, rev);
+      if (next !== null) this.tree.set(key, next);
+      return;
+    }
+    this.put(key, rev);
+  }
+
+  /**
+   * Compacts up to maxKeys keys strictly after `afterKey` (or from the first
+   * key when null) at main revision atRev. Reports every dropped revision.
+   * Returns the last key processed, or null when the end was reached.
+   */
+  compactBatch(afterKey: string | null, atRev: number, maxKeys: number, removed: (rev: number) => void): string | null {
+    invariant(maxKeys > 0, 'compaction batch must hold at least one key');
+    const batch: [string, KeyIndex][] = [];
+    const it = this.tree.entries(afterKey ?? undefined);
+    for (let r = it.next(); !r.done && batch.length < maxKeys; r = it.next()) {
+      const [k, v] = r.value;
+      if (afterKey !== null && k === afterKey) continue;
+      batch.push([k, v]);
+    }
+    for (const [k, ki] of batch) {
+      invariant(!kiIsEmpty(ki), 'empty keyIndex left in the tree');
+      const next = kiCompact(ki, atRev, removed);
+      if (next === null) this.tree.delete(k);
+      else if (next.length !== ki.length) this.tree.set(k, next);
+    }
+    return batch.length < maxKeys ? null : batch[batch.length - 1]![0];
+  }
+
+  /** Revisions ≤ atRev that a compaction at atRev keeps, one at most per key (etcd treeIndex.Keep). */
+  keep(atRev: number): Set<number> {
+    const out = new Set<number>();
+    this.tree.forEach((ki) => {
+      const r = kiKeep(ki, atRev);
+      if (r >= 0) out.add(r);
+    });
+    return out;
+  }
+}

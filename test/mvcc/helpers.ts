@@ -1,0 +1,44 @@
+/** Shared helpers for the mvcc tests: temp stores, byte/string conversion, seeds. */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { KvStore, type KvStoreOptions } from '../../src/mvcc/kvstore.js';
+import type { KeyValue } from '../../src/mvcc/types.js';
+
+export function b(s: string): Buffer {
+  return Buffer.from(s, 'latin1');
+}
+
+export function s(u: Uint8Array): string {
+  return Buffer.from(u).toString('latin1');
+}
+
+export function tmpDir(prefix = 'mvcc-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export function openStore(dir: string, opts: Partial<KvStoreOptions> = {}): KvStore {
+  return KvStore.open({ path: path.join(dir, 'db.sqlite'), compactionSleepMs: 0, ...opts });
+}
+
+/** A seed from SEED, or a fresh one; printed so any failure can be replayed. */
+export function seedFor(name: string): number {
+  const seed = process.env.SEED !== undefined ? Number(process.env.SEED) : Math.floor(Math.random() * 2 ** 31);
+  console.log(`[${name}] seed=${seed} (replay with SEED=${seed})`);
+  return seed;
+}
+
+export function plainKv(kv: KeyValue): { key: string; value: string; createRevision: number; modRevision: number; version: number; lease: number } {
+  return {
+    key: s(kv.key),
+    value: s(kv.value),
+    createRevision: kv.createRevision,
+    modRevision: kv.modRevision,
+    version: kv.version,
+    lease: kv.lease,
+  };
+}
+
+export function macrotask(): Promise<void> {
+  return new Promise((r) => setImmediate(r));
+}
