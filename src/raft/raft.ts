@@ -285,6 +285,13 @@ export class Raft {
       throw e;
     }
     assert(!isEmptySnapshot(snapshot), "need non-empty snapshot");
+    const cs = snapshot.metadata.confState;
+    if (![cs.voters, cs.learners, cs.votersOutgoing, cs.learnersNext].some((ids) => ids.includes(to))) {
+      // The recipient would ignore it (it is not a member as of that snapshot): wait until the
+      // application takes a newer snapshot rather than loop sending this one.
+      this.logger.debug(`${this.id} not sending snapshot ${snapshot.metadata.index} to ${to}: it predates ${to}'s membership`);
+      return false;
+    }
     pr.becomeSnapshot(snapshot.metadata.index);
     this.logger.debug(`${this.id} paused sending replication messages to ${to}, sending snapshot ${snapshot.metadata.index}`);
     this.send(newMessage({ type: MessageType.MsgSnap, to, snapshot }));
