@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Message, MessageType } from "../../src/raft/types.js";
 import { Transport } from "../../src/server/transport/transport.js";
-import { encodeHello, ConnectionKind, PROTOCOL_VERSION } from "../../src/server/transport/protocol.js";
+import { encodeHello, encodeHelloOk, ConnectionKind, PROTOCOL_VERSION } from "../../src/server/transport/protocol.js";
 import { encodeFrame, FrameKind } from "../../src/server/transport/frame.js";
 import { captureLogger, connectAll, msg, type Node, startNode, waitFor } from "./transport_helpers.js";
 
@@ -227,6 +227,56 @@ describe("transport over loopback", () => {
     expect(b!.lines.some((l) => typeof l.msg === "string" && l.msg.startsWith("incompatible peer protocol version"))).toBe(true);
     a!.transport.send([msg(1, 2, 42)]);
     await waitFor(() => b!.received.some((m) => m.index === 42), "traffic after garbage");
+  });
+
+  it("closes a stream whose peer stops reading and reports it unreachable", async () => {
+    // A fake peer that completes the handshake and then never reads again.
+    const sockets: net.Socket[] = [];
+    const fake = net.createServer((s) => {
+      sockets.push(s);
+      s.once("data", () => {
+        s.write(encodeHelloOk(2));
+        s.pause();
+      });
+    });
+    await new Promise<void>((r) => fake.listen(0, "127.0.0.1", r));
+    try {
+      const a = await startNode(1, { limits: { streamStallTimeoutMs: 200 } });
+      nodes.push(a);
+      a.transport.addPeer(2, [`http://127.0.0.1:${(fake.address() as net.AddressInfo).port}`]);
+      await waitFor(() => a.transport.isActive(2), "stream to the fake peer");
+      const payload = Buffer.alloc(1024 * 1024);
+      for (let round = 0; round < 64 && a.transport.isActive(2); round++) {
+        a.transport.send(Array.from({ length: 4 }, (_, i) => msg(1, 2, round * 4 + i, { entries: [{ term: 1, index: 1, type: 0, data: payload }] })));
+        await new Promise((r) => setImmediate(r));
+      }
+      await waitFor(() => !a.transport.isActive(2), "stalled stream closed");
+      expect(a.unreachable).toContain(2);
+      expect(a.lines.some((l) => l.msg === "failed to connect to peer" && String(l.error).includes("stalled"))).toBe(true);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => fake.close(r));
+    }
+  });
+
+  it("bounds the memory of snapshots being received at once", async () => {
+    const [a, b] = await cluster(2, { limits: { maxInboundSnapshotBytes: 1000 } });
+    const snap: Message = {
+      ...msg(1, 2, 0),
+      type: MessageType.MsgSnap,
+      entries: [],
+      snapshot: { data: Buffer.alloc(1001), metadata: { index: 10, term: 1, confState: { voters: [1, 2], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false } } },
+    };
+    a!.transport.send([snap]);
+    await waitFor(() => a!.snapshotStatus.length === 1, "refused");
+    expect(a!.snapshotStatus).toEqual([{ id: 2, failed: true }]);
+    // The reservation was returned: a snapshot within the budget passes afterwards, twice.
+    for (let i = 0; i < 2; i++) {
+      a!.transport.send([{ ...snap, snapshot: { ...snap.snapshot!, data: Buffer.alloc(1000) } }]);
+      await waitFor(() => a!.snapshotStatus.length === 2 + i, "accepted");
+    }
+    expect(a!.snapshotStatus.slice(1)).toEqual([{ id: 2, failed: false }, { id: 2, failed: false }]);
+    expect(b!.received.filter((m) => m.type === MessageType.MsgSnap)).toHaveLength(2);
   });
 
   it("removePeer closes both directions; stop ends all callbacks", async () => {

@@ -19,6 +19,10 @@ export interface TransportLimits {
   snapshotChunkBytes: number;
   /** The receiver refuses snapshots larger than this (it holds the whole snapshot in memory). */
   maxSnapshotBytes: number;
+  /** Total bytes of snapshots being received at once (each is held in memory until complete). */
+  maxInboundSnapshotBytes: number;
+  /** An outgoing stream whose unsent bytes make no progress for this long is considered dead. */
+  streamStallTimeoutMs: number;
   /** Time for connect + Hello/HelloOk. */
   handshakeTimeoutMs: number;
   /** A snapshot transfer fails when no byte moves for this long. */
@@ -36,6 +40,8 @@ export const DEFAULT_LIMITS: Readonly<TransportLimits> = Object.freeze({
   socketHighWaterBytes: 4 * 1024 * 1024,
   snapshotChunkBytes: 1024 * 1024,
   maxSnapshotBytes: 4 * 1024 * 1024 * 1024 - 1,
+  maxInboundSnapshotBytes: 4 * 1024 * 1024 * 1024 - 1,
+  streamStallTimeoutMs: 10_000,
   handshakeTimeoutMs: 5_000,
   snapshotIdleTimeoutMs: 30_000,
   backoffInitialMs: 50,

@@ -33,6 +33,9 @@ export interface InboundHooks {
   /** A stream from `from` is established (the transport closes an older one from the same peer). */
   onStream(from: NodeId, socket: net.Socket): void;
   onMessages(from: NodeId, msgs: Message[]): void;
+  /** Reserves memory for an incoming snapshot; false refuses it (too much already in flight). */
+  reserveSnapshotBytes(bytes: number): boolean;
+  releaseSnapshotBytes(bytes: number): void;
   /** A snapshot arrived complete; the receiver acknowledges after this returns. */
   onSnapshot(from: NodeId, m: Message): void;
 }
@@ -66,7 +69,13 @@ class InboundConnection {
     this.handshakeTimer = setTimeout(() => this.close("no handshake within the timeout"), ctx.limits.handshakeTimeoutMs);
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("error", () => undefined); // 'close' follows; errors are reported where they matter
-    socket.on("close", () => clearTimeout(this.handshakeTimer));
+    socket.on("close", () => {
+      clearTimeout(this.handshakeTimer);
+      this.dropReassembly(); // the sender went away mid-transfer
+      if (this.hello?.kind === ConnectionKind.Stream) {
+        this.ctx.logger.info({ "local-member-id": formatId(this.ctx.localId), "remote-peer-id": this.peerLabel }, "lost TCP streaming connection with remote peer");
+      }
+    });
   }
 
   private onData(chunk: Buffer): void {
@@ -128,6 +137,7 @@ class InboundConnection {
     this.socket.write(encodeHelloOk(this.ctx.localId));
     if (h.kind === ConnectionKind.Stream) {
       this.socket.setKeepAlive(true, 5_000);
+      this.ctx.logger.info({ "local-member-id": formatId(this.ctx.localId), "remote-peer-id": this.peerLabel }, "established TCP streaming connection with remote peer");
       this.hooks.onStream(h.from, this.socket);
     } else {
       this.socket.setTimeout(this.ctx.limits.snapshotIdleTimeoutMs, () => this.close("snapshot transfer stalled"));
@@ -157,6 +167,10 @@ class InboundConnection {
         if (message.from !== this.hello!.from || message.to !== this.ctx.localId) throw new Error("snapshot message with mismatched from/to");
         if (totalBytes > this.ctx.limits.maxSnapshotBytes) {
           this.refuseSnapshot(`snapshot of ${totalBytes} bytes exceeds the maximum of ${this.ctx.limits.maxSnapshotBytes}`);
+          return;
+        }
+        if (!this.hooks.reserveSnapshotBytes(totalBytes)) {
+          this.refuseSnapshot(`too many snapshot bytes in flight to take ${totalBytes} more`);
           return;
         }
         this.snapshot = { message, data: Buffer.allocUnsafe(totalBytes), received: 0, crc: 0 };
@@ -190,9 +204,15 @@ class InboundConnection {
     }
   }
 
+  /** Ends the reassembly in progress, returning its reserved memory. */
+  private dropReassembly(): void {
+    if (this.snapshot !== undefined) this.hooks.releaseSnapshotBytes(this.snapshot.data.byteLength);
+    this.snapshot = undefined;
+  }
+
   private deliverSnapshot(s: SnapshotReassembly): void {
     this.snapshotDone = true;
-    this.snapshot = undefined;
+    this.dropReassembly();
     const m: Message = { ...s.message, snapshot: { metadata: s.message.snapshot!.metadata, data: s.data } };
     try {
       this.hooks.onSnapshot(this.hello!.from, m);
@@ -210,7 +230,7 @@ class InboundConnection {
 
   private refuseSnapshot(reason: string): void {
     this.snapshotDone = true;
-    this.snapshot = undefined;
+    this.dropReassembly();
     this.ctx.metrics.snapshotReceiveFailures.inc({ From: this.peerLabel });
     this.ctx.logger.warn({ "remote-peer-id": this.peerLabel, error: reason }, "failed to receive snapshot");
     this.socket.end(encodeSnapAck(false, reason));
@@ -218,7 +238,7 @@ class InboundConnection {
 
   private close(reason: string): void {
     if (this.snapshot !== undefined) this.ctx.metrics.snapshotReceiveFailures.inc({ From: this.peerLabel });
-    this.snapshot = undefined;
+    this.dropReassembly();
     this.ctx.logger.warn({ "remote-peer-id": this.peerLabel, "remote-addr": `${this.socket.remoteAddress}:${this.socket.remotePort}`, reason }, "closed peer connection");
     this.socket.destroy();
   }

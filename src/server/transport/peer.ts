@@ -45,6 +45,7 @@ export class PeerStream {
   private urlIndex = 0;
   private backoffMs: number;
   private reconnectTimer: NodeJS.Timeout | undefined;
+  private stallTimer: NodeJS.Timeout | undefined;
   private lastLoggedError = "";
   readonly stats: PeerStreamStats = { flushes: 0, framesSent: 0, messagesSent: 0, messagesDropped: 0 };
   private readonly peerLabel: string;
@@ -143,6 +144,7 @@ export class PeerStream {
   stop(): void {
     this.state = "stopped";
     clearTimeout(this.reconnectTimer);
+    clearInterval(this.stallTimer);
     this.socket?.destroy();
     this.socket = undefined;
     this.queue = [];
@@ -175,13 +177,38 @@ export class PeerStream {
     socket.on("error", (err) => this.logFailure(err, url));
     socket.on("close", () => this.onClosed(socket));
     socket.resume();
+    this.watchForStall(socket);
     this.ctx.metrics.activePeers.inc({ Local: this.localLabel, Remote: this.peerLabel });
     this.ctx.logger.info({ "local-member-id": this.localLabel, "remote-peer-id": this.peerLabel, "remote-peer-url": url }, "peer became active");
     this.hooks.onActiveChange(this.id, true);
   }
 
+  /**
+   * A peer that stops reading (hung process, blackholing network) leaves the socket open with a
+   * growing backlog; TCP keepalive would take minutes to notice. Close the stream when unsent
+   * bytes make no progress for streamStallTimeoutMs, so the peer is reported unreachable.
+   */
+  private watchForStall(socket: net.Socket): void {
+    const checkMs = Math.max(1, Math.floor(this.ctx.limits.streamStallTimeoutMs / 4));
+    let lastWritten = socket.bytesWritten;
+    let stalledSinceMs: number | undefined;
+    this.stallTimer = setInterval(() => {
+      const written = socket.bytesWritten;
+      if (socket.writableLength === 0 || written !== lastWritten) {
+        lastWritten = written;
+        stalledSinceMs = undefined;
+        return;
+      }
+      const nowMs = performance.now();
+      stalledSinceMs ??= nowMs;
+      if (nowMs - stalledSinceMs >= this.ctx.limits.streamStallTimeoutMs) socket.destroy(new Error("peer stream stalled: the peer stopped reading"));
+    }, checkMs);
+    this.stallTimer.unref();
+  }
+
   private onClosed(socket: net.Socket): void {
     if (socket !== this.socket) return;
+    clearInterval(this.stallTimer);
     this.socket = undefined;
     this.queue = [];
     this.queueSizes = [];

@@ -62,6 +62,7 @@ export class Transport {
   private readonly servers: net.Server[] = [];
   private readonly pendingUnreachable = new Set<NodeId>();
   private readonly lastDropLogMs = new Map<NodeId, number>();
+  private inboundSnapshotBytes = 0;
   private flushScheduled = false;
   private started = false;
   private stopped = false;
@@ -206,6 +207,15 @@ export class Transport {
         for (const m of msgs) this.deliver(m);
       },
       onSnapshot: (_from, m) => this.deliver(m),
+      reserveSnapshotBytes: (bytes) => {
+        if (this.inboundSnapshotBytes + bytes > this.ctx.limits.maxInboundSnapshotBytes) return false;
+        this.inboundSnapshotBytes += bytes;
+        return true;
+      },
+      releaseSnapshotBytes: (bytes) => {
+        this.inboundSnapshotBytes -= bytes;
+        if (this.inboundSnapshotBytes < 0) throw new Error("inbound snapshot accounting went negative");
+      },
     });
   }
 
