@@ -451,3 +451,33 @@ export function usageText(): string {
 export function versionText(): string {
   return `etcetera Version: ${VERSION}\netcd API Version: ${ETCD_API_VERSION}\nNode Version: ${process.version}\n`;
 }
+
+export interface CommandLineOutput {
+  stdout(text: string): void;
+  stderr(text: string): void;
+}
+
+/**
+ * The entry point's first step: parse, then print help, version or the error as etcd does.
+ * Returns the config to serve with, or the exit code to exit with (0 after help/version,
+ * 2 for unknown/malformed flags, 1 for values that fail verification).
+ */
+export function resolveCommandLine(argv: readonly string[], env: NodeJS.ProcessEnv, out: CommandLineOutput): ServerConfig | { exitCode: number } {
+  let config: ServerConfig;
+  try {
+    config = parseConfig(argv, env);
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    out.stderr(configErrorText(e));
+    return { exitCode: e.exitCode };
+  }
+  if (config.printHelp) {
+    out.stdout(usageText());
+    return { exitCode: 0 };
+  }
+  if (config.printVersion) {
+    out.stdout(versionText());
+    return { exitCode: 0 };
+  }
+  return config;
+}

@@ -425,3 +425,37 @@ describe("logger from --log-level", () => {
     expect((await capture("panic", emitAll)).map((l) => l.msg)).toEqual(["f"]);
   });
 });
+
+describe("resolveCommandLine (the entry point's first step)", () => {
+  async function run(argv: string[], env: NodeJS.ProcessEnv = {}): Promise<{ result: unknown; stdout: string; stderr: string }> {
+    const { resolveCommandLine } = await import("../../src/server/config.js");
+    let stdout = "";
+    let stderr = "";
+    const result = resolveCommandLine(argv, env, { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t) });
+    return { result, stdout, stderr };
+  }
+
+  it("help and version print to stdout and exit 0", async () => {
+    const help = await run(["--help"]);
+    expect(help.result).toEqual({ exitCode: 0 });
+    expect(help.stdout).toContain("--initial-cluster-token");
+    const version = await run(["--version"]);
+    expect(version.result).toEqual({ exitCode: 0 });
+    expect(version.stdout).toMatch(/^etcetera Version/);
+  });
+
+  it("errors go to stderr with etcd's exit codes", async () => {
+    const unknown = await run(["--nope"]);
+    expect(unknown.result).toEqual({ exitCode: 2 });
+    expect(unknown.stderr).toMatch(/^flag provided but not defined: -nope\nUsage:/);
+    const invalid = await run(["--election-timeout", "10"]);
+    expect(invalid.result).toEqual({ exitCode: 1 });
+    expect(invalid.stderr).toContain("error verifying flags, --election-timeout[10ms] should be at least as 5 times as --heartbeat-interval[100ms]");
+  });
+
+  it("returns the config to serve with otherwise", async () => {
+    const ok = await run(["--name", "n9"]);
+    expect((ok.result as ServerConfig).name).toBe("n9");
+    expect(ok.stdout + ok.stderr).toBe("");
+  });
+});
