@@ -96,6 +96,7 @@ export class KvStore implements StoreCore {
   private closed = false;
   private observer: ChangeObserver | null = null;
   private compactionChain: Promise<void> = Promise.resolve();
+  private epoch = 0;
   private readonly opts: KvStoreOptions;
 
   private constructor(opts: KvStoreOptions) {
@@ -324,10 +325,14 @@ export class KvStore implements StoreCore {
   }
 
   private scheduleCompaction(rev: number): Promise<void> {
-    const target = { index: this.index, backend: this.backend, isOpen: () => !this.closed };
+    // A job belongs to one backend generation: closing or installing a snapshot stops it.
+    const epoch = this.epoch;
+    const target = { index: this.index, backend: this.backend, isOpen: () => !this.closed && epoch === this.epoch };
     const opts = { batchKeys: this.opts.compactionBatchKeys ?? 1000, sleepMs: this.opts.compactionSleepMs ?? 10 };
-    this.compactionChain = this.compactionChain.then(() => runCompaction(target, rev, opts));
-    return this.compactionChain;
+    const job = this.compactionChain.then(() => runCompaction(target, rev, opts));
+    // Later compactions still run after a failed one; the failure surfaces through `job`.
+    this.compactionChain = job.catch(() => undefined);
+    return job;
   }
 
   /** Resolves when every scheduled compaction is done. */
@@ -397,6 +402,7 @@ export class KvStore implements StoreCore {
   restoreFromSnapshot(snapshotPath: string): void {
     this.assertOpen();
     this.backend.close();
+    this.epoch++;
     installSnapshotFile(snapshotPath, this.opts.path);
     this.backend = Backend.open(this.opts.path, this.opts);
     this.index.clear();

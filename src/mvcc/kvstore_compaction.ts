@@ -47,6 +47,7 @@ export function savedCursor(backend: Backend, rev: number): string | null {
  */
 export async function runCompaction(t: CompactionTarget, rev: number, opts: CompactionOptions): Promise<void> {
   invariant(opts.batchKeys > 0, 'compaction batch must be positive');
+  if (!t.isOpen()) return;
   let cursor = savedCursor(t.backend, rev);
   for (;;) {
     if (!t.isOpen()) return;

@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { ErrCompacted, ErrDuplicateKey, ErrFutureRev, ErrKeyNotFound, MvccError } from '../../src/mvcc/errors.js';
 import type { KvStore } from '../../src/mvcc/kvstore.js';
-import type { Compare, KeyValue, RangeRequest, RequestOp, ResponseOp, TxnRequest } from '../../src/mvcc/types.js';
+import type { Compare, KeyValue, KvOp, RangeRequest, RequestOp, ResponseOp, TxnRequest } from '../../src/mvcc/types.js';
 import { b, plainKv } from './helpers.js';
 import { type MCompare, Model, ModelError, type MOp, type MRangeReq, type MTxn } from './model.js';
 
@@ -221,6 +221,8 @@ function attempt(f: () => unknown): Outcome {
 }
 
 export interface Step {
+  /** The Raft entry this op became (undefined for reads), for replay after restarts. */
+  entry?: KvOp;
   store: Outcome;
   model: Outcome;
   storeRev: number;
@@ -234,7 +236,9 @@ export function runOp(op: GenOp, store: KvStore, model: Model, index: number): S
   let s: Outcome;
   let m: Outcome;
   let desc: string;
-  const apply = (kvop: Parameters<KvStore['apply']>[2]): unknown => {
+  let entry: KvOp | undefined;
+  const apply = (kvop: KvOp): unknown => {
+    entry = kvop;
     const res = store.apply(index, 1, kvop);
     if (res === null) throw new Error('apply skipped a fresh index');
     if (res.error) throw res.error;
@@ -304,7 +308,7 @@ export function runOp(op: GenOp, store: KvStore, model: Model, index: number): S
       m = { ok: null };
       break;
   }
-  return { store: s, model: m, storeRev: store.currentRevision(), modelRev: model.rev, desc };
+  return { entry, store: s, model: m, storeRev: store.currentRevision(), modelRev: model.rev, desc };
 }
 
 /** Every key's full history visible at every readable revision must match. */
