@@ -279,6 +279,31 @@ describe("transport over loopback", () => {
     expect(b!.received.filter((m) => m.type === MessageType.MsgSnap)).toHaveLength(2);
   });
 
+  it("fails over between a peer's URLs, for the stream and for snapshots", async () => {
+    const a = await startNode(1);
+    const b = await startNode(2);
+    nodes.push(a, b);
+    const closed = net.createServer();
+    await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
+    const deadUrl = `http://127.0.0.1:${(closed.address() as net.AddressInfo).port}`;
+    await new Promise((r) => closed.close(r)); // nothing listens there now
+    a.transport.addPeer(2, [deadUrl, b.url]);
+    b.transport.addPeer(1, [a.url]);
+    await waitFor(() => a.transport.isActive(2), "stream via the second URL");
+    const snap: Message = {
+      ...msg(1, 2, 0),
+      type: MessageType.MsgSnap,
+      entries: [],
+      snapshot: { data: Buffer.alloc(10, 1), metadata: { index: 3, term: 1, confState: { voters: [1, 2], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false } } },
+    };
+    a.transport.send([snap]);
+    await waitFor(() => a.snapshotStatus.length === 1, "snapshot status");
+    expect(a.snapshotStatus).toEqual([{ id: 2, failed: false }]);
+    // Moving the peer to an address that does not answer takes its stream down.
+    a.transport.updatePeer(2, [deadUrl]);
+    await waitFor(() => !a.transport.isActive(2), "stream down after update");
+  });
+
   it("removePeer closes both directions; stop ends all callbacks", async () => {
     const [a, b] = await cluster(2);
     a!.transport.removePeer(2);

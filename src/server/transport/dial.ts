@@ -26,8 +26,12 @@ export interface Established {
   decoder: FrameDecoder;
 }
 
-export function dialPeer(ctx: TransportContext, to: NodeId, address: TcpAddress, kind: ConnectionKind): Promise<Established> {
+export function dialPeer(ctx: TransportContext, to: NodeId, address: TcpAddress, kind: ConnectionKind, signal?: AbortSignal): Promise<Established> {
   return new Promise<Established>((resolve, reject) => {
+    if (signal?.aborted === true) {
+      reject(new Error("dial aborted"));
+      return;
+    }
     const socket = net.connect({ host: address.host, port: address.port });
     socket.setNoDelay(true);
     const decoder = new FrameDecoder(ctx.limits.maxHelloBytes);
@@ -36,10 +40,13 @@ export function dialPeer(ctx: TransportContext, to: NodeId, address: TcpAddress,
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
       socket.destroy();
       reject(err);
     };
     const timer = setTimeout(() => fail(new Error(`handshake with ${address.host}:${address.port} timed out`)), ctx.limits.handshakeTimeoutMs);
+    const onAbort = (): void => fail(new Error("dial aborted"));
+    signal?.addEventListener("abort", onAbort, { once: true });
     socket.once("connect", () => {
       socket.write(encodeHello({ version: PROTOCOL_VERSION, kind, clusterId: ctx.clusterId, from: ctx.localId, to, clusterToken: ctx.clusterToken }));
     });
@@ -63,6 +70,7 @@ export function dialPeer(ctx: TransportContext, to: NodeId, address: TcpAddress,
         }
         settled = true;
         clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
         socket.off("data", onData);
         socket.off("error", fail);
         socket.removeAllListeners("close");

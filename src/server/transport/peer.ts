@@ -46,6 +46,7 @@ export class PeerStream {
   private backoffMs: number;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private stallTimer: NodeJS.Timeout | undefined;
+  private readonly dialAbort = new AbortController();
   private lastLoggedError = "";
   readonly stats: PeerStreamStats = { flushes: 0, framesSent: 0, messagesSent: 0, messagesDropped: 0 };
   private readonly peerLabel: string;
@@ -71,6 +72,11 @@ export class PeerStream {
 
   peerUrls(): readonly string[] {
     return this.urls;
+  }
+
+  /** The URL the stream uses (or will try next): the best bet for a snapshot connection too. */
+  currentUrl(): string {
+    return this.urls[this.urlIndex % this.urls.length]!;
   }
 
   /** Queues `m` for the next flush, or says why not. */
@@ -143,6 +149,7 @@ export class PeerStream {
 
   stop(): void {
     this.state = "stopped";
+    this.dialAbort.abort();
     clearTimeout(this.reconnectTimer);
     clearInterval(this.stallTimer);
     this.socket?.destroy();
@@ -154,8 +161,8 @@ export class PeerStream {
 
   private connect(): void {
     this.state = "connecting";
-    const url = this.urls[this.urlIndex % this.urls.length]!;
-    dialPeer(this.ctx, this.id, peerUrlToAddress(url), ConnectionKind.Stream).then(
+    const url = this.currentUrl();
+    dialPeer(this.ctx, this.id, peerUrlToAddress(url), ConnectionKind.Stream, this.dialAbort.signal).then(
       ({ socket }) => this.onEstablished(socket, url),
       (err: Error) => this.onDialFailed(err, url),
     );

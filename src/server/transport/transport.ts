@@ -237,7 +237,7 @@ export class Transport {
       return;
     }
     const startedMs = performance.now();
-    const url = peer.peerUrls()[0]!;
+    const url = peer.currentUrl();
     const sizeBytes = m.snapshot?.data.byteLength ?? 0;
     this.ctx.logger.info({ "remote-peer-id": label, "snapshot-index": m.snapshot?.metadata.index, "size-bytes": sizeBytes }, "sending database snapshot");
     const send = sendSnapshot(this.ctx, to, url, m);
