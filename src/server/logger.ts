@@ -21,6 +21,11 @@ export interface LoggerOptions {
    * to capture lines.
    */
   destination?: DestinationStream;
+  /**
+   * --log-outputs, used when no destination is given: "default"/"stderr" (fd 2, etcd's default),
+   * "stdout" (fd 1), or file paths (appended). Several outputs each get every line.
+   */
+  outputs?: readonly string[];
   /** Extra fields on every line (e.g. {"member-name": "n1"}). */
   base?: Record<string, string | number>;
 }
@@ -41,8 +46,18 @@ export function createLogger(options: LoggerOptions = {}): Logger {
         level: (label) => ({ level: label }),
       },
     },
-    options.destination ?? pino.destination({ fd: 2, sync: true }),
+    options.destination ?? outputsDestination(options.outputs ?? ["default"]),
   );
+}
+
+function outputsDestination(outputs: readonly string[]): DestinationStream {
+  const streams = outputs.map((o): DestinationStream => {
+    if (o === "default" || o === "stderr") return pino.destination({ fd: 2, sync: true });
+    if (o === "stdout") return pino.destination({ fd: 1, sync: true });
+    return pino.destination({ dest: o, sync: true, append: true, mkdir: true });
+  });
+  if (streams.length === 1) return streams[0]!;
+  return pino.multistream(streams.map((stream) => ({ stream, level: "trace" as const })));
 }
 
 /** A logger for one component: every line carries `"caller":"<component>"`. */

@@ -459,3 +459,27 @@ describe("resolveCommandLine (the entry point's first step)", () => {
     expect(ok.stdout + ok.stderr).toBe("");
   });
 });
+
+describe("logger outputs from --log-outputs", () => {
+  it("writes every line to each file output", async () => {
+    const { mkdtempSync, readFileSync, rmSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const path = await import("node:path");
+    const { createLogger } = await import("../../src/server/logger.js");
+    const dir = mkdtempSync(path.join(tmpdir(), "etcetera-log-"));
+    try {
+      const files = [path.join(dir, "a.log"), path.join(dir, "sub", "b.log")];
+      const config = parse(["--log-outputs", files.join(","), "--log-level", "warn"]);
+      const logger = createLogger({ level: config.logLevel, outputs: config.logOutputs });
+      logger.info("hidden");
+      logger.warn({ "member-id": "1" }, "shown");
+      for (const f of files) {
+        const lines = readFileSync(f, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+        expect(lines.map((l) => l.msg)).toEqual(["shown"]);
+        expect(lines[0]).toMatchObject({ level: "warn", "member-id": "1" });
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
