@@ -26,7 +26,6 @@ import {
 } from "./errors.js";
 import { EntryLocations } from "./locations.js";
 import { type WalLogger, silentLogger } from "./logger.js";
-import { createFsyncHistogram, createWriteBytesCounter } from "./metrics.js";
 import { SegmentPipeline, removeStaleTmpFiles } from "./pipeline.js";
 import {
   HARD_STATE_PAYLOAD_BYTES,
@@ -156,10 +155,11 @@ export class WAL {
     private readonly locations: EntryLocations,
     replay: Pick<Replay, "hardState" | "lastIndex" | "markerIndex">,
     opts: WalOptions,
+    metrics: { fsync: Histogram; writeBytes: Counter } | undefined,
   ) {
     this.logger = opts.logger ?? silentLogger;
-    this.fsyncHistogram = opts.registry ? createFsyncHistogram(opts.registry) : undefined;
-    this.writeBytes = opts.registry ? createWriteBytesCounter(opts.registry) : undefined;
+    this.fsyncHistogram = metrics?.fsync;
+    this.writeBytes = metrics?.writeBytes;
     this.segmentSizeBytes = segmentSizeOf(opts);
     this.maxWals = opts.maxWals ?? DEFAULT_MAX_WALS;
     this.batchBytesMax = opts.batchBytesMax ?? 16 * 1024 * 1024;
@@ -231,7 +231,9 @@ export class WAL {
     const replay = await replaySegments(segments.slice(start), snap, logger);
     const last = segments[segments.length - 1]!;
     const tail = await fs.promises.open(last.path, "r+");
-    const wal = new WAL(dir, replay.metadata, segments, tail, replay.tailOffset, replay.chainCrc, replay.locations, replay, opts);
+    // prom-client is loaded only when metrics are wanted: it costs a few hundred ms at start-up.
+    const metrics = opts.registry ? await loadMetrics(opts.registry) : undefined;
+    const wal = new WAL(dir, replay.metadata, segments, tail, replay.tailOffset, replay.chainCrc, replay.locations, replay, opts, metrics);
     logger.info({ dir, snapshotIndex: snap.index, entries: replay.entries.length, lastIndex: replay.lastIndex, segments: segments.length }, "opened WAL");
     return { wal, metadata: replay.metadata, hardState: replay.hardState, entries: replay.entries };
   }
@@ -564,6 +566,11 @@ export class WAL {
   }
 }
 
+async function loadMetrics(registry: Registry): Promise<{ fsync: Histogram; writeBytes: Counter }> {
+  const m = await import("./metrics.js");
+  return { fsync: m.createFsyncHistogram(registry), writeBytes: m.createWriteBytesCounter(registry) };
+}
+
 function segmentSizeOf(opts: WalOptions): number {
   const size = opts.segmentSizeBytes ?? DEFAULT_SEGMENT_SIZE_BYTES;
   assert(Number.isSafeInteger(size) && size >= 1024, `segmentSizeBytes must be an integer ≥ 1024, got ${size}`);
@@ -640,8 +647,6 @@ async function replaySegments(segments: SegmentFile[], snap: { index: number; te
           if (up > entries.length) {
             throw new WalCorruptionError(seg.path, r.offset, `slice bounds out of range: entry ${e.index} does not follow ${snap.index + entries.length}`);
           }
-          const prevTerm = up === 0 ? snap.term : entries[up - 1]!.term;
-          if (e.term < prevTerm) throw new WalCorruptionError(seg.path, r.offset, `entry ${e.index} has term ${e.term} below its predecessor's ${prevTerm}`);
           entries.length = up;
           entries.push(e);
           locations.put(e.index, { seq: seg.seq, offset: r.offset, totalBytes: r.totalBytes, seedCrc: r.seedCrc, term: e.term });
@@ -669,6 +674,16 @@ async function replaySegments(segments: SegmentFile[], snap: { index: number; te
     if (scan.failure) await repairTornTail(seg.path, scan.failure.offset, scan.failure.nonZeroEnd, scan.failure.reason, logger);
   }
   if (!match) throw new WalSnapshotNotFoundError(snap.index, snap.term);
+  // Raft logs never go down in term. Checked on the final log only: records replaced by a later
+  // conflict may legitimately carry a lower term than the snapshot.
+  for (let k = 0; k < entries.length; k++) {
+    const prevTerm = k === 0 ? snap.term : entries[k - 1]!.term;
+    if (entries[k]!.term < prevTerm) {
+      const loc = locations.get(entries[k]!.index)!;
+      const seg = segments.find((s) => s.seq === loc.seq)!;
+      throw new WalCorruptionError(seg.path, loc.offset, `entry ${entries[k]!.index} has term ${entries[k]!.term} below its predecessor's ${prevTerm}`);
+    }
+  }
   assert(metadata !== undefined && chain !== undefined, "replayed segments without metadata");
   return { metadata, hardState, entries, lastIndex: Math.max(lastIndex, snap.index), markerIndex, chainCrc: chain, tailOffset, locations };
 }
