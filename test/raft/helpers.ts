@@ -58,7 +58,7 @@ export class Cluster {
 
   constructor(
     ids: NodeId[],
-    opts: Partial<Omit<RaftConfig, "id" | "storage">> & { seed?: number; learners?: NodeId[] } = {},
+    private readonly opts: Partial<Omit<RaftConfig, "id" | "storage">> & { seed?: number; learners?: NodeId[] } = {},
   ) {
     const rnd = prng(opts.seed ?? 1);
     const voters = ids.filter((id) => !(opts.learners ?? []).includes(id));
@@ -75,7 +75,23 @@ export class Cluster {
       }
     }
     // Persist the bootstrap Readys without delivering anything.
-    for (const n of this.nodes.values()) this.processReady(n, []);
+    for (const n of this.nodes.values()) while (this.processReady(n, []));
+  }
+
+  /**
+   * Crash and restart a node: everything not persisted into its MemoryStorage is lost and the
+   * state machine restarts from the storage's snapshot.
+   */
+  restart(id: NodeId): void {
+    const n = this.node(id);
+    const snap = n.storage.snapshot();
+    n.raw = new RawNode({ electionTick: 10, heartbeatTick: 1, random: prng(id), ...this.opts, id, storage: n.storage, applied: snap.metadata.index });
+    n.appliedIndex = snap.metadata.index;
+    for (const i of [...n.applied.keys()]) if (i > snap.metadata.index) n.applied.delete(i);
+    // Re-apply the committed log (a restarted node sends nothing on its own).
+    const out: Message[] = [];
+    while (this.processReady(n, out));
+    if (out.length > 0) throw new Error("a restarted node should not send before it is stepped");
   }
 
   node(id: NodeId): TestNode {

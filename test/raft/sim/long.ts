@@ -2,8 +2,7 @@
  * The long simulator run: `npx tsx test/raft/sim/long.ts --seeds 20000 [--start 1] [--nodes 3|5|both]`.
  * Prints progress, every failing seed with its replay command, and a summary; exits 1 on failure.
  */
-import { SimFailure, replayCommand, runSeed } from "./sim.js";
-import { FAULT_STEPS, LIVENESS_STEPS } from "./run.js";
+import { FAULT_STEPS, LIVENESS_STEPS, SimFailure, replayCommand, runSeed } from "./sim.js";
 
 function arg(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);

@@ -1,9 +1,5 @@
 import { expect, it } from "vitest";
-import { SimFailure, replayCommand, runSeed } from "./sim.js";
-
-/** Steps per seed: sized so that 500 seeds stay well under a minute on a busy 2-core machine. */
-export const FAULT_STEPS = 600;
-export const LIVENESS_STEPS = 400;
+import { FAULT_STEPS, LIVENESS_STEPS, SimFailure, replayCommand, runSeed } from "./sim.js";
 
 function runOne(seed: number, nodes: 3 | 5, withTrace: boolean): void {
   const trace: string[] = [];
