@@ -46,10 +46,10 @@ export interface CallConnection {
 const { NGHTTP2_NO_ERROR } = http2.constants;
 const MESSAGE_PREFIX_BYTES = 5;
 
+/** Like grpc-go, only the content type: every extra header costs HPACK work per call. */
 const RESPONSE_HEADERS = {
   ":status": 200,
   "content-type": "application/grpc",
-  "grpc-accept-encoding": "identity",
 };
 const RESPOND_OPTIONS = { waitForTrailers: true };
 const OK_TRAILERS = { "grpc-status": "0" };
@@ -222,8 +222,10 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
   }
 
   onWantTrailers(): void {
-    this.stream.sendTrailers(this.trailers);
-    this.closeReadSide();
+    const trailers = this.trailers;
+    this.stream.sendTrailers(trailers);
+    // A unary client has half-closed by now; only a failed or streaming call may still be sending.
+    if (trailers !== OK_TRAILERS || this.registered.kind !== "unary") this.closeReadSide();
   }
 
   private onDeadline(): void {

@@ -48,6 +48,12 @@ export interface ProtoLoadOptions {
   protoDir: string;
   /** Files to load, relative to protoDir. */
   files: readonly string[];
+  /**
+   * Property names: the proto field names as written (true, the default: snake_case as etcd's
+   * JSON) or protobufjs's camelCase (false: `range_end` → `rangeEnd`), which the server's
+   * TypeScript types use so decoded requests pass straight into the stores.
+   */
+  keepCase?: boolean;
 }
 
 const GRPC_PREFIX_BYTES = 5;
@@ -303,7 +309,7 @@ export class ProtoCodecs {
     const root = new protobuf.Root();
     const dir = options.protoDir.endsWith("/") ? options.protoDir : options.protoDir + "/";
     root.resolvePath = (_origin, target) => (target.startsWith("/") ? target : dir + target);
-    root.loadSync([...options.files], { keepCase: true });
+    root.loadSync([...options.files], { keepCase: options.keepCase ?? true });
     return new ProtoCodecs(root);
   }
 

@@ -16,11 +16,11 @@ export interface MessageSink {
 
 export class MessageDeframer {
   private readonly maxMessageBytes: number;
-  /** The prefix of the message in progress, when a chunk ended inside it. */
-  private readonly prefix = Buffer.alloc(MESSAGE_PREFIX_BYTES);
+  /** The prefix of the message in progress, when a chunk ended inside it (allocated on need). */
+  private prefix: Buffer | undefined;
   private prefixFill = 0;
   /** Payload parts of the message in progress (bounded by maxMessageBytes). */
-  private parts: Buffer[] = [];
+  private parts: Buffer[] | undefined;
   private partsBytes = 0;
   private bodyBytes = -1;
   private compressed = false;
@@ -58,11 +58,12 @@ export class MessageDeframer {
       }
       this.compressed = compressed;
       this.bodyBytes = len;
-      if (n > start) this.parts.push(chunk.subarray(start));
+      this.parts = n > start ? [chunk.subarray(start)] : [];
       this.partsBytes = n - start;
       return;
     }
     if (pos < n) {
+      this.prefix ??= Buffer.allocUnsafe(MESSAGE_PREFIX_BYTES);
       chunk.copy(this.prefix, 0, pos, n);
       this.prefixFill = n - pos;
     }
@@ -73,27 +74,30 @@ export class MessageDeframer {
     let pos = 0;
     const n = chunk.length;
     if (this.prefixFill !== 0) {
+      const prefix = this.prefix!;
       const take = Math.min(MESSAGE_PREFIX_BYTES - this.prefixFill, n);
-      chunk.copy(this.prefix, this.prefixFill, 0, take);
+      chunk.copy(prefix, this.prefixFill, 0, take);
       this.prefixFill += take;
       pos = take;
       if (this.prefixFill < MESSAGE_PREFIX_BYTES) return -1;
       this.prefixFill = 0;
-      this.compressed = this.prefix[0] !== 0;
-      const len = this.prefix.readUInt32BE(1);
+      this.compressed = prefix[0] !== 0;
+      const len = prefix.readUInt32BE(1);
       this.checkSize(len);
       this.bodyBytes = len;
+      this.parts = [];
       this.partsBytes = 0;
     }
+    const parts = this.parts!;
     const need = this.bodyBytes - this.partsBytes;
     if (n - pos < need) {
-      if (n > pos) this.parts.push(chunk.subarray(pos));
+      if (n > pos) parts.push(chunk.subarray(pos));
       this.partsBytes += n - pos;
       return -1;
     }
-    if (need > 0) this.parts.push(chunk.subarray(pos, pos + need));
-    const message = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.bodyBytes);
-    this.parts = [];
+    if (need > 0) parts.push(chunk.subarray(pos, pos + need));
+    const message = parts.length === 1 ? parts[0]! : Buffer.concat(parts, this.bodyBytes);
+    this.parts = undefined;
     this.partsBytes = 0;
     this.bodyBytes = -1;
     sink.onFrame(message, this.compressed);
