@@ -168,8 +168,8 @@ export class WAL {
     this.acceptedLastIndex = this.writtenLastIndex = replay.lastIndex;
     this.acceptedHardState = this.writtenHardState = replay.hardState;
     this.markerIndex = replay.markerIndex;
+    // Prepared on the first write, not at open: read-only opens (checks, tools) pay nothing.
     this.pipeline = new SegmentPipeline(dir, this.segmentSizeBytes);
-    this.pipeline.start();
   }
 
   /** True if dir holds at least one WAL segment (etcd's wal.Exist). */
@@ -458,6 +458,7 @@ export class WAL {
       if (p.hardState) w.hardState(p.hardState);
     }
     const buf = w.finish();
+    this.pipeline.start();
     await writeFully(this.tail, buf, this.tailOffset);
     this.stats.writes++;
     if (mustSync) await this.sync();
