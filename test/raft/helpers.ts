@@ -85,6 +85,10 @@ export class Cluster {
   restart(id: NodeId): void {
     const n = this.node(id);
     const snap = n.storage.snapshot();
+    if (snap.metadata.index > 0) {
+      n.applied = new Map(JSON.parse(dec(snap.data)) as [number, string][]);
+      n.confState = snap.metadata.confState;
+    }
     n.raw = new RawNode({ electionTick: 10, heartbeatTick: 1, random: prng(id), ...this.opts, id, storage: n.storage, applied: snap.metadata.index });
     n.appliedIndex = snap.metadata.index;
     for (const i of [...n.applied.keys()]) if (i > snap.metadata.index) n.applied.delete(i);
@@ -117,6 +121,7 @@ export class Cluster {
     if (rd.snapshot !== undefined) {
       n.appliedIndex = rd.snapshot.metadata.index;
       n.confState = rd.snapshot.metadata.confState;
+      n.applied = new Map(JSON.parse(dec(rd.snapshot.data)) as [number, string][]);
     }
     for (const e of rd.committedEntries) this.apply(n, e);
     for (const rs of rd.readStates) n.readStates.push({ index: rs.index, ctx: dec(rs.requestCtx) });
@@ -151,6 +156,16 @@ export class Cluster {
     if (to === undefined) return;
     this.delivered.push(m);
     to.raw.step(m);
+    if (m.type === MessageType.MsgSnap) this.nodes.get(m.from)?.raw.reportSnapshot(m.to, false);
+  }
+
+  /** Snapshot node `id`'s state machine at its applied index and compact its log up to it. */
+  compact(id: NodeId): number {
+    const n = this.node(id);
+    const index = n.appliedIndex;
+    n.storage.createSnapshot(index, n.confState, enc(JSON.stringify([...n.applied])));
+    n.storage.compact(index);
+    return index;
   }
 
   /** Take the messages of one node's next Ready (persisting and applying it) without delivering. */
