@@ -109,7 +109,9 @@ export class MemoryStorage implements Storage {
     }
     const offset = entries[0].index - this.ents[0].index;
     assert(this.ents.length >= offset, () => `missing log entry [last: ${this.lastIndex()}, append at: ${entries[0].index}]`);
-    this.ents = this.ents.slice(0, offset).concat(entries);
+    // Truncate a conflicting suffix in place, then append: O(new entries), not O(log).
+    this.ents.length = offset;
+    for (const e of entries) this.ents.push(e);
   }
 
   /** The persisted hard state (for tests and the simulator). */
