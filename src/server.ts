@@ -1,7 +1,4 @@
-/**
- * Entry point: `node dist/server.js [etcd flags]`.
- * The node (raft loop, WAL, MVCC, gRPC services) is wired in src/server/; until that lands this
- * entry point says so plainly instead of pretending to serve.
- */
-process.stderr.write("etcetera: the server is not assembled yet (see issue: The etcd server)\n");
-process.exit(1);
+/** Entry point: `node dist/server.js [etcd flags]` (see src/server/main.ts). */
+import { main } from "./server/main.js";
+
+void main(process.argv.slice(2));

@@ -1,3 +1,5 @@
+import { GrpcError } from "../grpc/index.js";
+
 /**
  * etcd's server-side errors (api/v3rpc/rpctypes): clients match on the gRPC status code and the
  * exact message string, so both are reproduced verbatim.
@@ -26,14 +28,25 @@ export const Code = {
 export type CodeValue = (typeof Code)[keyof typeof Code];
 
 /** An error carrying the gRPC status the transport answers with. */
-export class EtcdError extends Error {
-  constructor(
-    readonly code: CodeValue,
-    message: string,
-  ) {
-    super(message);
+export class EtcdError extends GrpcError {
+  constructor(code: CodeValue, message: string) {
+    super(code, message);
     this.name = "EtcdError";
   }
+}
+
+/**
+ * Any error the stores raise for clients (mvcc, lessor: a numeric gRPC `code` and etcd's message)
+ * as the gRPC status to answer with; anything else is a bug and answers UNKNOWN with its text.
+ */
+export function toEtcdError(e: unknown): GrpcError {
+  if (e instanceof GrpcError) return e;
+  if (e instanceof Error) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "number" && Number.isInteger(code) && code > 0 && code <= 16) return new EtcdError(code as CodeValue, e.message);
+    return new GrpcError(Code.Unknown, e.message);
+  }
+  return new GrpcError(Code.Unknown, String(e));
 }
 
 function def(code: CodeValue, message: string): () => EtcdError {

@@ -1,0 +1,73 @@
+/**
+ * Cluster alarms (etcd's alarm.AlarmStore): NOSPACE and CORRUPT raised per member, replicated
+ * through Raft, persisted in the backend's `alarms` table. While NOSPACE is active the cluster
+ * accepts only reads, deletes, compaction and alarm disarm.
+ */
+import type { Database, Statement } from "better-sqlite3";
+
+export enum AlarmType {
+  NONE = 0,
+  NOSPACE = 1,
+  CORRUPT = 2,
+}
+
+export enum AlarmAction {
+  GET = 0,
+  ACTIVATE = 1,
+  DEACTIVATE = 2,
+}
+
+export interface AlarmMember {
+  memberID: number;
+  alarm: AlarmType;
+}
+
+export class Alarms {
+  private readonly active = new Map<string, AlarmMember>();
+  private readonly insertStmt: Statement;
+  private readonly deleteStmt: Statement;
+
+  constructor(db: Database) {
+    this.insertStmt = db.prepare("INSERT OR IGNORE INTO alarms (member_id, alarm) VALUES (?, ?)");
+    this.deleteStmt = db.prepare("DELETE FROM alarms WHERE member_id = ? AND alarm = ?");
+    for (const row of db.prepare("SELECT member_id, alarm FROM alarms").all() as Array<{ member_id: number; alarm: number }>) {
+      this.active.set(keyOf(row.member_id, row.alarm), { memberID: row.member_id, alarm: row.alarm });
+    }
+  }
+
+  /** Returns the alarm when it was newly raised. */
+  activate(memberID: number, alarm: AlarmType): AlarmMember | undefined {
+    const k = keyOf(memberID, alarm);
+    if (this.active.has(k)) return undefined;
+    const a = { memberID, alarm };
+    this.active.set(k, a);
+    this.insertStmt.run(memberID, alarm);
+    return a;
+  }
+
+  /** Returns the alarm when it was active. */
+  deactivate(memberID: number, alarm: AlarmType): AlarmMember | undefined {
+    const k = keyOf(memberID, alarm);
+    const a = this.active.get(k);
+    if (a === undefined) return undefined;
+    this.active.delete(k);
+    this.deleteStmt.run(memberID, alarm);
+    return a;
+  }
+
+  /** Active alarms of `type` (NONE: all), ordered by member then type. */
+  list(type: AlarmType = AlarmType.NONE): AlarmMember[] {
+    return [...this.active.values()]
+      .filter((a) => type === AlarmType.NONE || a.alarm === type)
+      .sort((x, y) => x.memberID - y.memberID || x.alarm - y.alarm);
+  }
+
+  has(type: AlarmType): boolean {
+    for (const a of this.active.values()) if (a.alarm === type) return true;
+    return false;
+  }
+}
+
+function keyOf(memberID: number, alarm: number): string {
+  return `${memberID}/${alarm}`;
+}

@@ -1,0 +1,35 @@
+/**
+ * etcdserverpb.Cluster. MemberList reports the membership as applied on this member. Runtime
+ * membership changes (add/remove/update/promote) belong to the cluster-operations work and answer
+ * UNIMPLEMENTED until then, rather than pretending.
+ */
+import { GrpcError, Status, type CallContext } from "../../grpc/index.js";
+import type { EtcdServer } from "../etcdserver.js";
+import type { Member } from "../member.js";
+import { guarded, requireLeaderIfAsked } from "./guard.js";
+import { header } from "./header.js";
+
+export function memberPb(m: Member) {
+  return { ID: m.id, name: m.name, peerURLs: [...m.peerUrls], clientURLs: [...m.clientUrls], isLearner: m.isLearner };
+}
+
+function notYet(what: string) {
+  return () => {
+    throw new GrpcError(Status.UNIMPLEMENTED, `etcetera: ${what} is not supported yet`);
+  };
+}
+
+export function clusterService(s: EtcdServer) {
+  return {
+    MemberList: (req: { linearizable: boolean }, ctx: CallContext) =>
+      guarded(async () => {
+        requireLeaderIfAsked(s, ctx);
+        if (req.linearizable) await s.linearizableReadNotify();
+        return { header: header(s), members: s.membership.list().map(memberPb) };
+      }),
+    MemberAdd: notYet("MemberAdd"),
+    MemberRemove: notYet("MemberRemove"),
+    MemberUpdate: notYet("MemberUpdate"),
+    MemberPromote: notYet("MemberPromote"),
+  };
+}

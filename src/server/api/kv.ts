@@ -1,0 +1,104 @@
+/**
+ * etcdserverpb.KV: Range, Put, DeleteRange, Txn, Compact with etcd's request checks. Writes go
+ * through Raft; linearizable reads (and read-only txns) wait for a ReadIndex round, serializable
+ * ones are served from the local store at once.
+ */
+import type { CallContext } from "../../grpc/index.js";
+import { checkPutRequest, checkTxnRequest } from "../../mvcc/txn_check.js";
+import type {
+  CompactionRequest,
+  DeleteRangeRequest,
+  PutRequest,
+  RangeRequest,
+  RequestOp,
+  TxnRequest,
+} from "../../mvcc/types.js";
+import type { EtcdServer } from "../etcdserver.js";
+import { Errors } from "../errors.js";
+import { guarded, requireLeaderIfAsked } from "./guard.js";
+import { header } from "./header.js";
+import type { Quota } from "./quota.js";
+
+export function kvService(s: EtcdServer, quota: Quota) {
+  return {
+    Range: (req: RangeRequest, ctx: CallContext) =>
+      guarded(async () => {
+        requireLeaderIfAsked(s, ctx);
+        if (!req.key || req.key.length === 0) throw Errors.emptyKey();
+        if (!req.serializable) await s.linearizableReadNotify();
+        const r = s.kv.range(req);
+        return { header: header(s), kvs: r.kvs, more: r.more, count: r.count };
+      }),
+
+    Put: (req: PutRequest, ctx: CallContext) =>
+      guarded(async () => {
+        requireLeaderIfAsked(s, ctx);
+        checkPutRequest(req);
+        quota.check(putCost(req));
+        const { response, revision } = await s.proposeAndApply<object>({ put: req }, ctx.signal);
+        return { header: header(s, revision), ...response };
+      }),
+
+    DeleteRange: (req: DeleteRangeRequest, ctx: CallContext) =>
+      guarded(async () => {
+        requireLeaderIfAsked(s, ctx);
+        if (!req.key || req.key.length === 0) throw Errors.emptyKey();
+        const { response, revision } = await s.proposeAndApply<object>({ deleteRange: req }, ctx.signal);
+        return { header: header(s, revision), ...response };
+      }),
+
+    Txn: (req: TxnRequest, ctx: CallContext) =>
+      guarded(async () => {
+        requireLeaderIfAsked(s, ctx);
+        checkTxnRequest(req, s.config.maxTxnOps);
+        if (isTxnReadOnly(req)) {
+          // etcd serves read-only txns without a proposal: one ReadIndex round, then locally.
+          if (!isTxnSerializable(req)) await s.linearizableReadNotify();
+          const r = s.kv.txn(req);
+          return { header: header(s), ...r };
+        }
+        if (txnHasPut(req)) quota.check(txnCost(req));
+        const { response, revision } = await s.proposeAndApply<object>({ txn: req }, ctx.signal);
+        return { header: header(s, revision), ...response };
+      }),
+
+    Compact: (req: CompactionRequest, ctx: CallContext) =>
+      guarded(async () => {
+        requireLeaderIfAsked(s, ctx);
+        const { revision, done } = await s.proposeAndApply<object>({ compaction: req }, ctx.signal);
+        if (req.physical && done) await done;
+        return { header: header(s, revision) };
+      }),
+  };
+}
+
+function ops(req: TxnRequest): RequestOp[] {
+  return [...(req.success ?? []), ...(req.failure ?? [])];
+}
+
+export function isTxnReadOnly(req: TxnRequest): boolean {
+  return ops(req).every((op) => op.requestRange != null || (op.requestTxn != null && isTxnReadOnly(op.requestTxn)));
+}
+
+function isTxnSerializable(req: TxnRequest): boolean {
+  return ops(req).every((op) =>
+    op.requestRange != null ? op.requestRange.serializable === true : op.requestTxn != null ? isTxnSerializable(op.requestTxn) : false,
+  );
+}
+
+function txnHasPut(req: TxnRequest): boolean {
+  return ops(req).some((op) => op.requestPut != null || (op.requestTxn != null && txnHasPut(op.requestTxn)));
+}
+
+function putCost(req: PutRequest): number {
+  return (req.key?.length ?? 0) + (req.value?.length ?? 0);
+}
+
+function txnCost(req: TxnRequest): number {
+  let cost = 0;
+  for (const op of ops(req)) {
+    if (op.requestPut) cost += putCost(op.requestPut);
+    else if (op.requestTxn) cost += txnCost(op.requestTxn);
+  }
+  return cost;
+}

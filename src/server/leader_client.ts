@@ -1,0 +1,139 @@
+/**
+ * Requests only the leader can answer (lease keep-alive and time-to-live: the leader's lessor
+ * owns the expiry clock), forwarded from a follower to the leader's client URL over gRPC, as etcd
+ * forwards them over its peer HTTP API. One channel per leader; keep-alives share one stream and
+ * are answered in order.
+ */
+import * as grpc from "@grpc/grpc-js";
+import type { MessageCodec } from "../grpc/index.js";
+import type { NodeId } from "../raft/types.js";
+import { EtcdError, Errors, type CodeValue } from "./errors.js";
+import { serverCodecs } from "./raft_request.js";
+
+export interface LeaseTimeToLiveRequest {
+  ID: number;
+  keys: boolean;
+}
+export interface LeaseTimeToLiveResponse {
+  ID: number;
+  TTL: number;
+  grantedTTL: number;
+  keys: Buffer[];
+}
+interface KeepAliveResponse {
+  ID: number;
+  TTL: number;
+}
+
+function method<Req, Res>(path: string, req: MessageCodec<Req>, res: MessageCodec<Res>, responseStream = false, requestStream = false) {
+  return {
+    path,
+    requestStream,
+    responseStream,
+    requestSerialize: (m: Req) => req.encode(m),
+    requestDeserialize: (b: Buffer) => req.decode(b),
+    responseSerialize: (m: Res) => res.encode(m),
+    responseDeserialize: (b: Buffer) => res.decode(b),
+  };
+}
+
+function leaseServiceDefinition() {
+  const c = serverCodecs();
+  return {
+    LeaseTimeToLive: method(
+      "/etcdserverpb.Lease/LeaseTimeToLive",
+      c.message<LeaseTimeToLiveRequest>("etcdserverpb.LeaseTimeToLiveRequest"),
+      c.message<LeaseTimeToLiveResponse>("etcdserverpb.LeaseTimeToLiveResponse"),
+    ),
+    LeaseKeepAlive: method(
+      "/etcdserverpb.Lease/LeaseKeepAlive",
+      c.message<{ ID: number }>("etcdserverpb.LeaseKeepAliveRequest"),
+      c.message<KeepAliveResponse>("etcdserverpb.LeaseKeepAliveResponse"),
+      true,
+      true,
+    ),
+  };
+}
+
+type LeaseClient = grpc.Client & {
+  LeaseTimeToLive(req: LeaseTimeToLiveRequest, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: LeaseTimeToLiveResponse) => void): void;
+  LeaseKeepAlive(md: grpc.Metadata, opts: grpc.CallOptions): grpc.ClientDuplexStream<{ ID: number }, KeepAliveResponse>;
+};
+
+let Ctor: grpc.ServiceClientConstructor | undefined;
+
+export class LeaderClient {
+  private leader: NodeId = 0;
+  private client: LeaseClient | undefined;
+  private stream: grpc.ClientDuplexStream<{ ID: number }, KeepAliveResponse> | undefined;
+  private readonly pending: Array<{ resolve(ttl: number): void; reject(e: Error): void }> = [];
+
+  constructor(private readonly timeoutMs: number) {}
+
+  private clientFor(leader: NodeId, url: string): LeaseClient {
+    if (this.client !== undefined && this.leader === leader) return this.client;
+    this.close();
+    Ctor ??= grpc.makeGenericClientConstructor(leaseServiceDefinition(), "Lease");
+    const target = url.replace(/^https?:\/\//, "");
+    this.client = new Ctor(target, grpc.credentials.createInsecure()) as unknown as LeaseClient;
+    this.leader = leader;
+    return this.client;
+  }
+
+  timeToLive(leader: NodeId, url: string, req: LeaseTimeToLiveRequest): Promise<LeaseTimeToLiveResponse> {
+    const client = this.clientFor(leader, url);
+    return new Promise((resolve, reject) => {
+      client.LeaseTimeToLive(req, new grpc.Metadata(), { deadline: Date.now() + this.timeoutMs }, (err, res) => {
+        if (err) reject(forwardedError(err));
+        else resolve(res!);
+      });
+    });
+  }
+
+  /** Renews a lease on the leader; resolves with its TTL (0: not found). */
+  keepAlive(leader: NodeId, url: string, id: number): Promise<number> {
+    const client = this.clientFor(leader, url);
+    if (this.stream === undefined) {
+      const stream = client.LeaseKeepAlive(new grpc.Metadata(), {});
+      stream.on("data", (r: KeepAliveResponse) => this.pending.shift()?.resolve(r.TTL));
+      const fail = (e: Error) => {
+        if (this.stream === stream) this.stream = undefined;
+        for (const p of this.pending.splice(0)) p.reject(forwardedError(e));
+      };
+      stream.on("error", fail);
+      stream.on("end", () => fail(Errors.leaderChanged()));
+      this.stream = stream;
+    }
+    const stream = this.stream;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(Errors.timeout()), this.timeoutMs);
+      this.pending.push({
+        resolve: (ttl) => {
+          clearTimeout(timer);
+          resolve(ttl);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
+      stream.write({ ID: id });
+    });
+  }
+
+  close(): void {
+    this.stream?.cancel();
+    this.stream = undefined;
+    this.client?.close();
+    this.client = undefined;
+    for (const p of this.pending.splice(0)) p.reject(Errors.leaderChanged());
+  }
+}
+
+function forwardedError(e: Error): Error {
+  const code = (e as grpc.ServiceError).code;
+  if (code === grpc.status.UNAVAILABLE || code === grpc.status.CANCELLED) return Errors.leaderChanged();
+  if (code === grpc.status.DEADLINE_EXCEEDED) return Errors.timeout();
+  if (typeof code === "number") return new EtcdError(code as CodeValue, (e as grpc.ServiceError).details);
+  return e;
+}

@@ -1,0 +1,110 @@
+/**
+ * `node dist/server.js [etcd flags]`: parse the flags, start the member, serve the client API on
+ * every --listen-client-urls, and stop cleanly on SIGTERM/SIGINT.
+ */
+import { createServer } from "node:http";
+import { collectDefaultMetrics, Registry } from "prom-client";
+import { GrpcServer, GRPC_OVERHEAD_BYTES } from "../grpc/index.js";
+import { clusterService } from "./api/cluster.js";
+import { kvService } from "./api/kv.js";
+import { leaseService } from "./api/lease.js";
+import { maintenanceService } from "./api/maintenance.js";
+import { Quota } from "./api/quota.js";
+import { resolveCommandLine, type ServerConfig } from "./config.js";
+import { EtcdServer } from "./etcdserver.js";
+import { httpRoutes } from "./http_routes.js";
+import { LeaderClient } from "./leader_client.js";
+import { createLogger, type Logger } from "./logger.js";
+import { formatId } from "./member.js";
+import { serverCodecs } from "./raft_request.js";
+
+function hostPort(url: string): { host: string; port: number } {
+  const u = new URL(url);
+  if (u.protocol !== "http:") throw new Error(`unsupported scheme in ${url} (TLS is not supported yet)`);
+  const host = u.hostname.replace(/^\[|\]$/g, "");
+  return { host: host === "localhost" ? "127.0.0.1" : host, port: Number(u.port || 2379) };
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const resolved = resolveCommandLine(argv, process.env, {
+    stdout: (t) => process.stdout.write(t),
+    stderr: (t) => process.stderr.write(t),
+  });
+  if ("exitCode" in resolved) process.exit(resolved.exitCode);
+  const config: ServerConfig = resolved;
+  const logger = createLogger({ level: config.logLevel, outputs: config.logOutputs });
+  for (const w of config.warnings) logger.warn(w);
+  try {
+    await serve(config, logger);
+  } catch (err) {
+    logger.fatal({ err: String(err) }, "failed to start");
+    process.exitCode = 1;
+    setImmediate(() => process.exit(1));
+  }
+}
+
+async function serve(config: ServerConfig, logger: Logger): Promise<void> {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  logger.info({ name: config.name, dataDir: config.dataDir, initialCluster: config.initialClusterText }, "starting etcetera");
+  const fatal = (err: Error) => {
+    logger.fatal({ err: String(err) }, "member stopped on a fatal error");
+    process.exit(1);
+  };
+  const server = await EtcdServer.start({ config, logger, registry, onFatal: fatal });
+  logger.info({ memberId: formatId(server.memberId), clusterId: formatId(server.clusterId) }, "member started");
+
+  const leaderClient = new LeaderClient(server.requestTimeoutMs);
+  const quota = new Quota(server);
+  const grpcServers: GrpcServer[] = [];
+  const routes = httpRoutes(server, registry);
+  for (const url of config.listenClientUrls) {
+    const g = new GrpcServer({
+      codecs: serverCodecs(),
+      maxReceiveMessageBytes: config.maxRequestBytes + GRPC_OVERHEAD_BYTES,
+      maxConcurrentStreams: config.maxConcurrentStreams,
+      http: routes,
+    });
+    g.addService("etcdserverpb.KV", kvService(server, quota));
+    g.addService("etcdserverpb.Lease", leaseService(server, quota, leaderClient));
+    g.addService("etcdserverpb.Cluster", clusterService(server));
+    g.addService("etcdserverpb.Maintenance", maintenanceService(server));
+    const { host, port } = hostPort(url);
+    await g.listen(port, host);
+    grpcServers.push(g);
+  }
+  const metricsServers = config.listenMetricsUrls.map((url) => {
+    const { host, port } = hostPort(url);
+    const srv = createServer((req, res) => {
+      void (async () => {
+        if (req.url?.startsWith("/metrics")) {
+          res.writeHead(200, { "content-type": registry.contentType });
+          res.end(await registry.metrics());
+        } else {
+          res.writeHead(404);
+          res.end("404 page not found\n");
+        }
+      })();
+    });
+    srv.listen(port, host);
+    return srv;
+  });
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "received signal; shutting down");
+    await Promise.all(grpcServers.map((g) => g.close(1000)));
+    for (const m of metricsServers) m.close();
+    leaderClient.close();
+    await server.stop();
+    logger.info("stopped");
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+  process.on("SIGINT", () => void stop("SIGINT"));
+
+  await server.ready;
+  logger.info({ clientUrls: config.listenClientUrls }, "ready to serve client requests");
+}
