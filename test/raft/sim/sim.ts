@@ -262,7 +262,17 @@ export class Simulator {
     }
     for (const { m } of due) {
       const to = this.nodes.get(m.to);
-      if (to?.raw === undefined || this.blocked.has(`${m.from}>${m.to}`) || to.removedSeen.has(m.from)) {
+      if (to?.raw !== undefined && to.removedSeen.has(m.from) && !this.blocked.has(`${m.from}>${m.to}`)) {
+        // etcd's transport answers a removed member with "member removed" and it shuts down.
+        const from = this.nodes.get(m.from);
+        if (from?.raw !== undefined) {
+          this.trace(`node ${m.from} told by ${m.to} that it was removed; stopping`);
+          from.raw = undefined;
+          from.removed = true;
+        }
+        continue;
+      }
+      if (to?.raw === undefined || this.blocked.has(`${m.from}>${m.to}`)) {
         this.onDropped(m);
         continue;
       }
