@@ -19,7 +19,8 @@
  *   wal.entryTerm(i): number | undefined   wal.lastIndex()   wal.hardState()   wal.stats
  *   wal.close(): Promise<void>
  *   WalOptions: { segmentSizeBytes = 64 MiB, logger (pino-like), registry (prom-client),
- *                 maxWals = 5, batchBytesMax = 16 MiB, pendingBytesMax = 256 MiB }
+ *                 maxWals = 5, batchBytesMax = 16 MiB, pendingBytesMax = 256 MiB,
+ *                 warnSyncDurationMs = 1000 }
  *
  * Snapshotter (snapshotter.ts) — `<term>-<index>.snap` files, atomic and checksummed.
  *   new Snapshotter(dir, { logger? })

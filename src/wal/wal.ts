@@ -60,6 +60,8 @@ export interface WalOptions {
   batchBytesMax?: number;
   /** Bound on bytes queued behind the in-flight write; beyond it save() rejects. Default 256 MiB. */
   pendingBytesMax?: number;
+  /** An fdatasync slower than this logs "slow fdatasync". Default 1000 ms (etcd's warnSyncDuration). */
+  warnSyncDurationMs?: number;
 }
 
 /** etcd's warnSyncDuration. */
@@ -126,6 +128,7 @@ export class WAL {
   private readonly maxWals: number;
   private readonly batchBytesMax: number;
   private readonly pendingBytesMax: number;
+  private readonly warnSyncDurationMs: number;
   private readonly pipeline: SegmentPipeline;
 
   private queue: PendingWrite[] = [];
@@ -164,6 +167,7 @@ export class WAL {
     this.maxWals = opts.maxWals ?? DEFAULT_MAX_WALS;
     this.batchBytesMax = opts.batchBytesMax ?? 16 * 1024 * 1024;
     this.pendingBytesMax = opts.pendingBytesMax ?? 256 * 1024 * 1024;
+    this.warnSyncDurationMs = opts.warnSyncDurationMs ?? WARN_SYNC_DURATION_MS;
     assert(Number.isInteger(this.maxWals) && this.maxWals >= 0, "maxWals must be a non-negative integer");
     this.acceptedLastIndex = this.writtenLastIndex = replay.lastIndex;
     this.acceptedHardState = this.writtenHardState = replay.hardState;
@@ -486,8 +490,8 @@ export class WAL {
     const tookMs = performance.now() - t0;
     this.stats.syncs++;
     this.fsyncHistogram?.observe(tookMs / 1000);
-    if (tookMs > WARN_SYNC_DURATION_MS) {
-      this.logger.warn({ took: `${tookMs.toFixed(3)}ms`, "expected-duration": `${WARN_SYNC_DURATION_MS}ms` }, "slow fdatasync");
+    if (tookMs > this.warnSyncDurationMs) {
+      this.logger.warn({ took: `${tookMs.toFixed(3)}ms`, "expected-duration": `${this.warnSyncDurationMs}ms` }, "slow fdatasync");
     }
   }
 

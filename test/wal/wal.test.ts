@@ -216,6 +216,18 @@ describe("WAL", () => {
     await wal.close();
   });
 
+  it("warns about a slow fdatasync in etcd's words", async () => {
+    const warnings: { obj: Record<string, unknown>; msg: string }[] = [];
+    const logger = { info: () => {}, error: () => {}, warn: (obj: Record<string, unknown>, msg: string) => warnings.push({ obj, msg }) };
+    // A threshold of -1 ms makes every sync "slow", without faking the clock or the disk.
+    const wal = await WAL.create(dir, META, { ...MIB, logger, warnSyncDurationMs: -1 });
+    await wal.save(undefined, makeEntries(1, 1, 1));
+    await wal.close();
+    const w = warnings.find((x) => x.msg === "slow fdatasync");
+    expect(w?.obj).toMatchObject({ "expected-duration": "-1ms" });
+    expect(String(w?.obj.took)).toMatch(/^\d+\.\d{3}ms$/);
+  });
+
   it("removes leftover temp files of an interrupted segment preparation", async () => {
     const wal = await WAL.create(dir, META, SMALL);
     await wal.close();
