@@ -78,6 +78,7 @@ export class Backend {
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
   private readonly stmts;
+  private preCommit: (() => void) | null = null;
 
   private constructor(path: string, opts: BackendOptions) {
     this.path = path;
@@ -89,7 +90,7 @@ export class Backend {
     this.db.exec(SCHEMA);
     const db = this.db;
     this.stmts = {
-      put: db.prepare('INSERT OR REPLACE INTO kv (rev, key, value, create_rev, version, lease, tombstone) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+      put: db.prepare('INSERT INTO kv (rev, key, value, create_rev, version, lease, tombstone) VALUES (?, ?, ?, ?, ?, ?, ?)'),
       get: db.prepare('SELECT rev, key, value, create_rev, version, lease, tombstone FROM kv WHERE rev = ?').raw(),
       del: db.prepare('DELETE FROM kv WHERE rev = ?'),
       range: db
@@ -164,6 +165,15 @@ export class Backend {
 
   // ---- batching
 
+  /**
+   * Runs inside the batch transaction right before every commit (etcd's
+   * OnPreCommitUnsafe): the place to write state, like the consistent index,
+   * that must land atomically with the batch but need not be written per change.
+   */
+  setPreCommit(hook: (() => void) | null): void {
+    this.preCommit = hook;
+  }
+
   /** Counts writes made by others through `db` so the batch limit sees them. */
   noteWrites(n: number): void {
     this.pending += n;
@@ -182,6 +192,7 @@ export class Backend {
   forceCommit(): void {
     invariant(!this.closed, 'backend is closed');
     invariant(this.db.inTransaction, 'batch transaction must be open');
+    this.preCommit?.();
     this.stmts.commit.run();
     this.pending = 0;
     this.stmts.begin.run();
@@ -223,6 +234,7 @@ export class Backend {
 
   /** Rewrites the file without free pages (VACUUM), blocking like etcd's defrag. */
   defragment(): { sizeBeforeBytes: number; sizeAfterBytes: number } {
+    this.preCommit?.();
     this.stmts.commit.run();
     this.pending = 0;
     this.db.pragma('wal_checkpoint(TRUNCATE)');
@@ -238,6 +250,7 @@ export class Backend {
     if (this.closed) return;
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
+    this.preCommit?.();
     this.stmts.commit.run();
     this.closed = true;
     this.db.close();

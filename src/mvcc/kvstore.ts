@@ -106,6 +106,12 @@ export class KvStore implements StoreCore {
     this.restore();
   }
 
+  /** Writes the consistent index and term into the batch about to commit. */
+  private persistConsistentIndex(): void {
+    this.backend.setMeta(META_CONSISTENT_INDEX, this.ci);
+    this.backend.setMeta(META_TERM, this.term);
+  }
+
   /** Opens (or creates) the store at opts.path, rebuilding the index and resuming any compaction. */
   static open(opts: KvStoreOptions): KvStore {
     return new KvStore(opts);
@@ -114,6 +120,7 @@ export class KvStore implements StoreCore {
   /** etcd store.restore: rebuild the index from every stored revision. */
   private restore(): void {
     const b = this.backend;
+    b.setPreCommit(() => this.persistConsistentIndex());
     this.ci = b.metaNumber(META_CONSISTENT_INDEX);
     this.term = b.metaNumber(META_TERM);
     const finished = b.metaNumber(META_FINISHED_COMPACT);
@@ -229,9 +236,8 @@ export class KvStore implements StoreCore {
     invariant(term >= this.term, 'term of applied entries must not decrease');
     this.ci = index;
     this.term = term;
-    // Written before the op's changes, in the same transaction: both persist or neither.
-    this.backend.setMeta(META_CONSISTENT_INDEX, index);
-    this.backend.setMeta(META_TERM, term);
+    // Persisted by the pre-commit hook, in the same transaction as the changes it covers.
+    this.backend.noteWrites(1);
     return true;
   }
 
