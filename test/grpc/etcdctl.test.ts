@@ -11,7 +11,8 @@ import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { BidiCall, CallContext, ServerWritable } from "../../src/grpc/handler.js";
+import type { KVHandlers, WatchHandlers } from "../../src/grpc/etcd-types.js";
+import type { ServerWritable } from "../../src/grpc/handler.js";
 import { GrpcServer } from "../../src/grpc/server.js";
 import { GrpcError, Status } from "../../src/grpc/status.js";
 import { eventually } from "./harness.js";
@@ -38,13 +39,6 @@ function etcdctl(port: number, args: string[], timeoutMs = 15_000): Promise<Run>
 
 const header = (revision: number) => ({ cluster_id: 0x1234, member_id: 0x42, revision, raft_term: 2 });
 
-interface KeyReq {
-  key: Buffer;
-  range_end: Buffer;
-  value: Buffer;
-  lease: number;
-}
-
 describe("etcdctl against the node:http2 server", () => {
   const server = new GrpcServer();
   const puts: { key: string; value: string; lease: number; token: string | undefined }[] = [];
@@ -53,8 +47,8 @@ describe("etcdctl against the node:http2 server", () => {
   let watchStreams = 0;
 
   beforeAll(async () => {
-    server.addService("etcdserverpb.KV", {
-      Range: (req: KeyReq, ctx: CallContext) => {
+    const kv: Partial<KVHandlers> = {
+      Range: (req, ctx) => {
         if (req.key.toString() === "missing") return { header: header(9), kvs: [], count: 0 };
         if (req.key.toString() === "secret" && ctx.metadata.get("token") !== "tok-root") {
           throw new GrpcError(Status.PERMISSION_DENIED, "etcdserver: permission denied");
@@ -65,19 +59,20 @@ describe("etcdctl against the node:http2 server", () => {
           count: 1,
         };
       },
-      Put: (req: KeyReq, ctx: CallContext) => {
+      Put: (req, ctx) => {
         puts.push({ key: req.key.toString(), value: req.value.toString(), lease: req.lease, token: ctx.metadata.get("token") });
         return { header: header(10) };
       },
       DeleteRange: () => {
         throw new GrpcError(Status.INVALID_ARGUMENT, "etcdserver: key is not provided");
       },
-    });
-    server.addService("etcdserverpb.Watch", {
-      Watch: (call: BidiCall<{ request_union: string; create_request?: { key: Buffer } }, object>, ctx: CallContext) => {
+    };
+    server.addService("etcdserverpb.KV", kv);
+    const watch: WatchHandlers = {
+      Watch: (call, ctx) => {
         watchStreams++;
         call.onMessage((req) => {
-          watchRequests.push(req.request_union);
+          watchRequests.push(req.request_union ?? "none");
           if (req.request_union !== "create_request") return;
           call.write({ header: header(10), watch_id: 0, created: true });
           call.write({
@@ -88,7 +83,8 @@ describe("etcdctl against the node:http2 server", () => {
         });
         ctx.signal.addEventListener("abort", () => watchStreams--);
       },
-    });
+    };
+    server.addService("etcdserverpb.Watch", watch);
     server.addService("etcdserverpb.Lease", {
       LeaseGrant: (req: { TTL: number; ID: number }) => ({ header: header(10), ID: 0x1d77f3d1d0a40a, TTL: req.TTL }),
     });

@@ -1,0 +1,146 @@
+/**
+ * Generates TypeScript declarations of the messages the compiled codecs
+ * produce and accept (see codec.ts for the shape):
+ *   - `Foo` is a decoded message: every proto3 field present (bytes as Buffer,
+ *     64-bit integers and enums as numbers), message fields and unset oneof
+ *     members `undefined`, and the oneof's name holding the set member's name;
+ *   - `FooInit` is what an encoder accepts: every field optional, bytes as
+ *     Uint8Array or string (UTF-8).
+ * Enums become `const` objects of their numbers.
+ *
+ *   npx tsx src/grpc/typegen.ts > src/grpc/etcd-types.ts
+ */
+
+import protobuf from "protobufjs";
+import { fileURLToPath } from "node:url";
+import { ETCD_API_FILES, PROTO_DIR } from "./protos.js";
+
+const NUMBER_TYPES = new Set([
+  "double", "float", "int32", "uint32", "sint32", "fixed32", "sfixed32",
+  "int64", "uint64", "sint64", "fixed64", "sfixed64",
+]);
+
+/** TypeScript name of a message or enum: nested names joined with "_" (RangeRequest_SortOrder). */
+function tsName(t: protobuf.ReflectionObject): string {
+  const parts: string[] = [];
+  for (let o: protobuf.ReflectionObject | null = t; o && !(o.parent === null); o = o.parent) {
+    if (o instanceof protobuf.Type || o instanceof protobuf.Enum) parts.unshift(o.name);
+  }
+  return parts.join("_");
+}
+
+function scalarType(f: protobuf.Field, init: boolean): string {
+  if (f.resolvedType instanceof protobuf.Enum) return "number";
+  if (f.resolvedType instanceof protobuf.Type) return tsName(f.resolvedType) + (init ? "Init" : "");
+  if (NUMBER_TYPES.has(f.type)) return "number";
+  if (f.type === "bool") return "boolean";
+  if (f.type === "string") return "string";
+  if (f.type === "bytes") return init ? "Uint8Array | string" : "Buffer";
+  throw new Error(`${f.fullName}: unsupported type ${f.type}`);
+}
+
+function messageDecl(t: protobuf.Type): string {
+  const name = tsName(t);
+  const decoded: string[] = [];
+  const init: string[] = [];
+  const fields = [...t.fieldsArray].sort((a, b) => a.id - b.id);
+  for (const f of fields) {
+    f.resolve();
+    const base = scalarType(f, false);
+    const baseInit = scalarType(f, true);
+    const isMessage = f.resolvedType instanceof protobuf.Type;
+    if (f.repeated) {
+      decoded.push(`  ${f.name}: ${wrapArray(base)};`);
+      init.push(`  ${f.name}?: ${wrapArray(baseInit)};`);
+    } else if (isMessage || f.partOf) {
+      decoded.push(`  ${f.name}: ${base} | undefined;`);
+      init.push(`  ${f.name}?: ${baseInit} | null;`);
+    } else {
+      decoded.push(`  ${f.name}: ${base};`);
+      init.push(`  ${f.name}?: ${baseInit};`);
+    }
+  }
+  for (const oneof of t.oneofsArray) {
+    const names = oneof.fieldsArray.map((f) => JSON.stringify(f.name)).join(" | ");
+    decoded.push(`  /** Which member of oneof ${oneof.name} is set. */\n  ${oneof.name}: ${names} | undefined;`);
+  }
+  const fullName = t.fullName.slice(1);
+  return (
+    `/** ${fullName}, as decoded. */\nexport interface ${name} {\n${decoded.join("\n")}\n}\n\n` +
+    `/** ${fullName}, as given to the encoder. */\nexport interface ${name}Init {\n${init.join("\n")}\n}\n`
+  );
+}
+
+function wrapArray(t: string): string {
+  return t.includes("|") ? `(${t})[]` : `${t}[]`;
+}
+
+function enumDecl(e: protobuf.Enum): string {
+  const name = tsName(e);
+  const entries = Object.entries(e.values).map(([k, v]) => `  ${k}: ${v},`);
+  return `export const ${name} = {\n${entries.join("\n")}\n} as const;\nexport type ${name} = (typeof ${name})[keyof typeof ${name}];\n`;
+}
+
+function handlerKind(m: protobuf.Method): string {
+  if (m.requestStream) return m.responseStream ? "BidiHandler" : "ClientStreamHandler";
+  return m.responseStream ? "ServerStreamHandler" : "UnaryHandler";
+}
+
+function handlerKinds(services: protobuf.Service[]): string[] {
+  return [...new Set(services.flatMap((s) => s.methodsArray.map(handlerKind)))].sort();
+}
+
+function serviceDecl(svc: protobuf.Service): string {
+  const lines = svc.methodsArray.map((m) => {
+    m.resolve();
+    const req = tsName(m.resolvedRequestType!);
+    const res = tsName(m.resolvedResponseType!) + "Init";
+    return `  ${m.name}: ${handlerKind(m)}<${req}, ${res}>;`;
+  });
+  return `/** Handlers of ${svc.fullName.slice(1)} (pass a Partial to serve some methods). */
+export interface ${svc.name}Handlers {
+${lines.join("\n")}
+}
+`;
+}
+
+function collect(ns: protobuf.NamespaceBase, types: protobuf.Type[], enums: protobuf.Enum[], services: protobuf.Service[]): void {
+  for (const nested of ns.nestedArray) {
+    if (nested instanceof protobuf.Type) types.push(nested);
+    if (nested instanceof protobuf.Enum) enums.push(nested);
+    if (nested instanceof protobuf.Service) services.push(nested);
+    if (nested instanceof protobuf.Namespace || nested instanceof protobuf.Type) collect(nested, types, enums, services);
+  }
+}
+
+/** The declarations file for a set of protos. */
+export function generateTypes(protoDir: string, files: readonly string[], command: string): string {
+  const root = new protobuf.Root();
+  root.resolvePath = (_origin, target) => protoDir + target;
+  root.loadSync([...files], { keepCase: true });
+  root.resolveAll();
+  const types: protobuf.Type[] = [];
+  const enums: protobuf.Enum[] = [];
+  const services: protobuf.Service[] = [];
+  collect(root, types, enums, services);
+  const seen = new Set<string>();
+  for (const t of [...types, ...enums]) {
+    const name = tsName(t);
+    if (seen.has(name)) throw new Error(`two proto types map to the TypeScript name ${name}`);
+    seen.add(name);
+  }
+  return [
+    `// Generated by \`${command}\` from ${files.join(", ")}. Do not edit.`,
+    "/* eslint-disable */",
+    "",
+    `import type { ${handlerKinds(services).join(", ")} } from "./handler.js";`,
+    "",
+    ...enums.map(enumDecl),
+    ...types.map(messageDecl),
+    ...services.map(serviceDecl),
+  ].join("\n");
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  process.stdout.write(generateTypes(PROTO_DIR, ETCD_API_FILES, "npx tsx src/grpc/typegen.ts > src/grpc/etcd-types.ts"));
+}
