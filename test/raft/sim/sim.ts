@@ -587,9 +587,9 @@ export class Simulator {
       this.partition();
     } else if (r < 0.055) {
       this.blocked.clear();
-    } else if (r < 0.06) {
+    } else if (r < 0.07) {
       this.confChange();
-    } else if (r < 0.065) {
+    } else if (r < 0.075) {
       this.transfer();
     }
   }
