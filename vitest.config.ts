@@ -3,9 +3,9 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // The e2e suites need the assembled server (dist/server.js); they join `npm test` when it lands.
-    // Until then they run against real etcd with `npm run test:e2e:etcd`.
-    exclude: process.env.E2E_TARGET === "etcd" ? ["node_modules/**"] : ["node_modules/**", "test/e2e/**"],
+    exclude: ["node_modules/**"],
+    // The e2e suites spawn dist/server.js: build it once before any test file runs.
+    globalSetup: ["test/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",

@@ -13,6 +13,7 @@ import type { Registry } from "prom-client";
 import { EXPIRY_POLL_INTERVAL_MS, Lessor } from "../lease/lessor.js";
 import { minLeaseTtlSec } from "../lease/ttl.js";
 import { KvStore } from "../mvcc/kvstore.js";
+import { WatchableStore } from "../mvcc/watchable_store.js";
 import { RawNode, ProposalDroppedError, type Ready } from "../raft/index.js";
 import {
   MessageType,
@@ -68,6 +69,8 @@ export class EtcdServer {
   readonly clusterId: number;
   readonly config: ServerConfig;
   readonly kv: KvStore;
+  /** Watchers over `kv`: every applied revision's events reach them in the same turn. */
+  readonly watchable: WatchableStore;
   readonly lessor: Lessor;
   membership: Membership;
   alarms: Alarms;
@@ -127,6 +130,7 @@ export class EtcdServer {
     mkdirSync(o.config.snapDir, { recursive: true });
     mkdirSync(memberDir, { recursive: true });
     this.kv = KvStore.open({ path: join(o.config.snapDir, "db") });
+    this.watchable = new WatchableStore(this.kv, { progressNotifyIntervalMs: o.config.watchProgressNotifyIntervalMs });
     this.lessor = new Lessor({
       db: this.kv.db,
       now: () => performance.now(),
@@ -250,7 +254,7 @@ export class EtcdServer {
 
   /** Replaces the backend with a database image and reloads everything that lives in it. */
   private installBackend(dbPath: string): void {
-    this.kv.restoreFromSnapshot(dbPath);
+    this.watchable.restoreFromSnapshot(dbPath);
     this.lessor.recover(this.kv.db);
     this.kv.setLeaseHooks(this.lessor);
     this.membership = new Membership(this.kv.db, this.clusterId);
@@ -678,6 +682,7 @@ export class EtcdServer {
     while (this.loopRunning) await new Promise((r) => setTimeout(r, 5));
     await this.transport.stop();
     await this.rs.close();
+    this.watchable.close();
     this.kv.close();
   }
 }
