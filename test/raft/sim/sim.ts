@@ -717,7 +717,7 @@ export class Simulator {
 }
 
 /** Steps per seed: sized so that 500 seeds stay well under a minute on a busy 2-core machine. */
-export const FAULT_STEPS = 600;
+export const FAULT_STEPS = 450;
 export const LIVENESS_STEPS = 400;
 
 export function runSeed(opts: SimOptions): Simulator["stats"] {
