@@ -1,0 +1,141 @@
+/**
+ * A cluster of real member processes (the e2e harness's Member: etcetera, or etcd with
+ * E2E_TARGET=etcd) whose peer links run through TcpProxy: each member advertises a proxy's port
+ * as its peer URL and listens on its real peer port behind it. Since every member dials the same
+ * advertised URL, each proxy names the dialing member from its first bytes (etcd: X-Server-From,
+ * etcetera: the Hello frame) — which is what makes per-link partitions possible.
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort, Member, TARGET_ETCD, type MemberSpec } from "../e2e/harness.js";
+import { EtcdConnection } from "./etcd_client.js";
+import { classifyEtcdHttp, classifyEtcetera, normalizeId, TcpProxy } from "./proxy.js";
+
+export interface ChaosClusterOptions {
+  size: number;
+  heartbeatMs: number;
+  electionMs: number;
+  /** Appended to every member's flags. */
+  extraArgs?: string[];
+}
+
+export interface ChaosMember {
+  name: string;
+  member: Member;
+  proxy: TcpProxy;
+  /** Member id, hex without leading zeros; known after `start`. */
+  id: string;
+  conn: EtcdConnection;
+  /** Peak of VmHWM over every incarnation of the process, in KiB. */
+  peakRssKiB: number;
+  paused: boolean;
+}
+
+/** VmHWM (peak resident set) of a live process in KiB, or undefined if it is gone. */
+export function peakRssKiB(pid: number): number | undefined {
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m === null ? undefined : Number(m[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+export class ChaosCluster {
+  private rssTimer: NodeJS.Timeout | undefined;
+
+  private constructor(
+    readonly dir: string,
+    readonly members: ChaosMember[],
+  ) {}
+
+  static async create(opts: ChaosClusterOptions): Promise<ChaosCluster> {
+    const dir = mkdtempSync(join(tmpdir(), "etcetera-chaos-"));
+    const specs: MemberSpec[] = [];
+    const proxies: TcpProxy[] = [];
+    for (let i = 1; i <= opts.size; i++) {
+      const spec = { name: `n${i}`, clientPort: await freePort(), peerPort: await freePort(), dataDir: join(dir, `n${i}.etcd`) };
+      specs.push(spec);
+      proxies.push(await TcpProxy.start({ name: spec.name, targetPort: spec.peerPort, classify: TARGET_ETCD ? classifyEtcdHttp : classifyEtcetera }));
+    }
+    const advertised = (i: number) => `http://127.0.0.1:${proxies[i]!.port}`;
+    const initialCluster = specs.map((s, i) => `${s.name}=${advertised(i)}`).join(",");
+    const members = specs.map((s, i) => {
+      const member = new Member(s, [
+        `--name=${s.name}`,
+        `--data-dir=${s.dataDir}`,
+        `--listen-client-urls=http://127.0.0.1:${s.clientPort}`,
+        `--advertise-client-urls=http://127.0.0.1:${s.clientPort}`,
+        `--listen-peer-urls=http://127.0.0.1:${s.peerPort}`,
+        `--initial-advertise-peer-urls=${advertised(i)}`,
+        `--initial-cluster=${initialCluster}`,
+        "--initial-cluster-token=chaos-token",
+        "--initial-cluster-state=new",
+        `--heartbeat-interval=${opts.heartbeatMs}`,
+        `--election-timeout=${opts.electionMs}`,
+        "--log-level=info",
+        ...(opts.extraArgs ?? []),
+      ]);
+      return { name: s.name, member, proxy: proxies[i]!, id: "", conn: new EtcdConnection(member.endpoint), peakRssKiB: 0, paused: false };
+    });
+    return new ChaosCluster(dir, members);
+  }
+
+  get endpoints(): string[] {
+    return this.members.map((m) => m.member.endpoint);
+  }
+
+  async start(): Promise<void> {
+    for (const m of this.members) m.member.start();
+    await Promise.all(this.members.map((m) => m.member.waitReady(60_000)));
+    const list = await this.members[0]!.conn.memberList(5_000);
+    for (const pm of list) {
+      const id = normalizeId(BigInt(pm.ID).toString(16));
+      const m = this.members.find((x) => x.name === pm.name);
+      if (m === undefined) throw new Error(`unknown member ${pm.name} in member list`);
+      m.id = id;
+    }
+    for (const p of this.members) for (const m of this.members) p.proxy.setAlias(m.id, m.name);
+    this.rssTimer = setInterval(() => this.sampleRss(), 250);
+  }
+
+  /** Samples every live member's VmHWM (also done right before a kill, which loses it). */
+  sampleRss(): void {
+    for (const m of this.members) {
+      const pid = m.member.proc?.pid;
+      if (pid === undefined) continue;
+      const kib = peakRssKiB(pid);
+      if (kib !== undefined && kib > m.peakRssKiB) m.peakRssKiB = kib;
+    }
+  }
+
+  byId(id: string): ChaosMember | undefined {
+    return this.members.find((m) => m.id === normalizeId(id));
+  }
+
+  /** The leader as the members that answer see it (undefined if none agrees or none answers). */
+  async leader(timeoutMs = 1_000): Promise<ChaosMember | undefined> {
+    const live = this.members.filter((m) => m.member.running && !m.paused);
+    const answers = await Promise.allSettled(live.map((m) => m.conn.status(timeoutMs)));
+    const votes = new Map<string, number>();
+    for (const a of answers) if (a.status === "fulfilled" && a.value.leader !== "0") votes.set(a.value.leader, (votes.get(a.value.leader) ?? 0) + 1);
+    const best = [...votes.entries()].sort((a, b) => b[1] - a[1])[0];
+    return best === undefined ? undefined : this.byId(BigInt(best[0]).toString(16));
+  }
+
+  async destroy(): Promise<void> {
+    clearInterval(this.rssTimer);
+    for (const m of this.members) {
+      if (m.paused) m.member.proc?.kill("SIGCONT");
+      m.conn.close();
+    }
+    await Promise.all(this.members.map((m) => m.member.kill("SIGKILL")));
+    await Promise.all(this.members.map((m) => m.proxy.close()));
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  logs(): string {
+    return this.members.map((m) => `==== ${m.name}\n${m.member.log.slice(-3000)}`).join("\n");
+  }
+}

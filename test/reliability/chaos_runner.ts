@@ -1,0 +1,252 @@
+/**
+ * One chaos run: a 3-member cluster behind link proxies, the recorded workload, seeded faults for
+ * `durationS`, then heal, final reads, watch drain, a full replay of the revision history, and the
+ * checks — linearizability, watch guarantees, acknowledged writes lost. Used by scripts/chaos.ts
+ * and the chaos test. The target is the harness's: etcetera, or etcd with E2E_TARGET=etcd.
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { TARGET_ETCD } from "../e2e/harness.js";
+import { ChaosCluster } from "./chaos_cluster.js";
+import { toWatchEvent, type EtcdConnection, type PbWatchResponse } from "./etcd_client.js";
+import { FaultInjector, type FaultKind, type FaultRecord } from "./faults.js";
+import { rng } from "./gen.js";
+import { writeRevision, type History } from "./history.js";
+import { checkKvHistory } from "./linearizability.js";
+import { writeViolations } from "./timeline.js";
+import { checkWatches } from "./watch_check.js";
+import { prefixRangeEnd, WatchStreamRecorder, type WatchStream } from "./watch_history.js";
+import { Workload, type WorkloadStats } from "./workload.js";
+import { performance } from "node:perf_hooks";
+
+export interface ChaosOptions {
+  seed: number;
+  durationS: number;
+  faults: readonly FaultKind[];
+  /** Where violation files and the history go (default: a directory under the OS temp dir). */
+  outDir?: string;
+  clients?: number;
+  /** TEST-ONLY: the injected client bug (fraction of reads served from a client cache). */
+  staleReadRate?: number;
+  heartbeatMs?: number;
+  electionMs?: number;
+  /**
+   * Whether watchers send WatchProgressRequest. Default: yes for etcetera; no for etcd 3.4.23,
+   * which answers them with the current revision even to unsynced watchers — etcd issue #15220,
+   * fixed by etcd PR #15237 in later releases — so its progress notifications can be ahead of the
+   * events still queued. etcd then gets timed progress notifications every second instead.
+   */
+  progressRequests?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface ChaosReport {
+  seed: number;
+  target: "etcd" | "etcetera";
+  durationS: number;
+  operations: { total: number; ok: number; fail: number; unknown: number; byKind: WorkloadStats["byKind"] };
+  faults: FaultRecord[];
+  faultCounts: Record<string, number>;
+  linearizable: "yes" | "no" | "unknown";
+  checkerSteps: number;
+  violations: string[];
+  reportFiles: string[];
+  watch: { ok: boolean; streams: number; events: number; progressNotifies: number; requiredDeliveries: number; prevKvChecked: number; violations: string[]; laggingWatchers: number[]; reconnects: number };
+  ackedWrites: number;
+  lostWrites: number;
+  lostExamples: string[];
+  finalRevision: number;
+  peakRssMiB: Record<string, number>;
+  staleReadsInjected: number;
+  outDir: string;
+  passed: boolean;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+async function eventually<T>(fn: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(200);
+  }
+  throw new Error(`timed out waiting for ${what}${last !== undefined ? `: ${String(last)}` : ""}`);
+}
+
+/**
+ * Watches the prefix from revision 1 up to `upTo`: the authoritative revision history. Every
+ * revision up to `upTo` is a write under the prefix (only the workload writes), so the replay is
+ * complete when an event reaches `upTo`; no progress requests (see `progressRequests`).
+ */
+async function replay(conn: EtcdConnection, prefix: string, upTo: number, timeoutMs: number): Promise<WatchStream> {
+  const rec = new WatchStreamRecorder(999, { key: prefix, rangeEnd: prefixRangeEnd(prefix) }, true);
+  rec.open(1);
+  const stream = conn.openWatch(false);
+  let covered = 0;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => done(new Error(`replay reached revision ${covered} of ${upTo}`)), timeoutMs);
+    const done = (err?: Error) => {
+      clearTimeout(timer);
+      stream.removeAllListeners("data");
+      stream.on("error", () => undefined);
+      stream.cancel();
+      if (err) reject(err);
+      else resolve();
+    };
+    stream.on("data", (res: PbWatchResponse) => {
+      const rev = Number(res.header?.revision ?? 0);
+      if (res.created) return void rec.created(rev);
+      if (res.canceled) return done(new Error(`replay canceled: ${res.cancel_reason}`));
+      const events = res.events.map((e) => toWatchEvent(e, true));
+      rec.response({ time: performance.now(), headerRevision: rev, events, progressNotify: events.length === 0 });
+      for (const e of events) covered = Math.max(covered, e.kv.modRevision);
+      if (covered >= upTo) done();
+    });
+    stream.on("error", (e: Error) => done(e));
+    stream.write({ create_request: { key: Buffer.from(prefix), range_end: Buffer.from(prefixRangeEnd(prefix), "latin1"), start_revision: "1", prev_kv: true } });
+  });
+  return rec.stream;
+}
+
+/** Acknowledged writes missing from the replayed revision history. */
+function lostWrites(history: History, replayed: WatchStream): string[] {
+  const byRev = new Map<number, { key: string; value: string | null }>();
+  for (const seg of replayed.segments) for (const r of seg.responses) for (const e of r.events) byRev.set(e.kv.modRevision, { key: e.kv.key, value: e.type === "put" ? e.kv.value : null });
+  const lost: string[] = [];
+  for (const o of history) {
+    const rev = writeRevision(o);
+    if (rev === undefined) continue;
+    const want = o.op.kind === "delete" ? null : (o.op as { value: string }).value;
+    const got = byRev.get(rev);
+    if (got === undefined || got.key !== o.op.key || got.value !== want) {
+      lost.push(`${o.op.kind} ${o.op.key}=${want ?? "(delete)"} acknowledged at revision ${rev}, replay has ${got === undefined ? "nothing" : `${got.key}=${got.value ?? "(delete)"}`}`);
+    }
+  }
+  return lost;
+}
+
+export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
+  const log = opts.log ?? (() => undefined);
+  const electionMs = opts.electionMs ?? 1_000;
+  const outDir = opts.outDir ?? join(tmpdir(), `etcetera-chaos-${opts.seed}-${Date.now()}`);
+  mkdirSync(outDir, { recursive: true });
+  const r = rng(opts.seed);
+  log(`chaos: seed=${opts.seed} target=${TARGET_ETCD ? "etcd" : "etcetera"} duration=${opts.durationS}s faults=${opts.faults.join(",")} out=${outDir}`);
+  const progressRequests = opts.progressRequests ?? !TARGET_ETCD;
+  const cluster = await ChaosCluster.create({
+    size: 3,
+    heartbeatMs: opts.heartbeatMs ?? 100,
+    electionMs,
+    extraArgs: TARGET_ETCD ? ["--experimental-watch-progress-notify-interval=1s"] : [],
+  });
+  let workload: Workload | undefined;
+  let injector: FaultInjector | undefined;
+  try {
+    await cluster.start();
+    const first = await eventually(() => cluster.leader(), 30_000, "a leader");
+    log(`cluster up, leader ${first.name}; peer connections by source: ${cluster.members.map((m) => `${m.name}←[${m.proxy.sources().join(",")}]`).join(" ")}`);
+    workload = new Workload({ endpoints: cluster.endpoints, seed: Math.floor(r() * 2 ** 31), clients: opts.clients ?? 6, staleReadRate: opts.staleReadRate ?? 0, progressRequests });
+    workload.start();
+    injector = new FaultInjector(cluster, rng(Math.floor(r() * 2 ** 31)), { kinds: opts.faults, electionMs, log });
+    const end = Date.now() + opts.durationS * 1000;
+    await injector.run(() => Date.now() >= end);
+
+    log("healing; final phase");
+    await injector.healAll();
+    await eventually(() => cluster.leader(), 30_000, "a leader after healing");
+    await sleep(1_000);
+    await workload.stopClients();
+    await workload.finalReads();
+    const finalRevision = await eventually(async () => (await cluster.members[0]!.conn.execute({ kind: "get", key: "chaos/k0" }, 3_000)).revision, 30_000, "the final revision");
+    const laggingWatchers = await workload.drainWatchers(finalRevision, 30_000);
+    const replayed = await replay(cluster.members[0]!.conn, workload.keyPrefix, finalRevision, 30_000);
+    await workload.close();
+
+    const history = workload.history();
+    writeFileSync(join(outDir, "history.json"), JSON.stringify(history.map((o) => ({ ...o, ret: o.ret === Infinity ? null : o.ret }))));
+    log(`checking ${history.length} operations`);
+    const lin = checkKvHistory(history, { stepBudget: 3_000_000 });
+    const files = writeViolations(outDir, lin.violations);
+    const watch = checkWatches(history, [...workload.watchStreams(), replayed]);
+    writeFileSync(join(outDir, "watch-violations.txt"), watch.violations.map((v) => `${v.kind}: ${v.message}`).join("\n") + "\n");
+    const lost = lostWrites(history, replayed);
+    cluster.sampleRss();
+
+    const k = workload.stats.byKind;
+    const sum = (o: "ok" | "fail" | "unknown") => k.put[o] + k.get[o] + k.delete[o] + k.cas[o];
+    const linearizable = lin.outcome === "ok" ? "yes" : lin.outcome === "illegal" ? "no" : "unknown";
+    const report: ChaosReport = {
+      seed: opts.seed,
+      target: TARGET_ETCD ? "etcd" : "etcetera",
+      durationS: opts.durationS,
+      operations: { total: sum("ok") + sum("fail") + sum("unknown"), ok: sum("ok"), fail: sum("fail"), unknown: sum("unknown"), byKind: k },
+      faults: injector.records,
+      faultCounts: injector.counts(),
+      linearizable,
+      checkerSteps: lin.steps,
+      violations: lin.violations.map((v) => v.explanation),
+      reportFiles: files.map((f) => f.html),
+      watch: {
+        ok: watch.ok && laggingWatchers.length === 0,
+        streams: watch.stats.streams,
+        events: watch.stats.events,
+        progressNotifies: watch.stats.progressNotifies,
+        requiredDeliveries: watch.stats.requiredDeliveries,
+        prevKvChecked: watch.stats.prevKvChecked,
+        violations: watch.violations.map((v) => `${v.kind}: ${v.message}`),
+        laggingWatchers,
+        reconnects: workload.stats.watchReconnects,
+      },
+      ackedWrites: history.filter((o) => writeRevision(o) !== undefined).length,
+      lostWrites: lost.length,
+      lostExamples: lost.slice(0, 5),
+      finalRevision,
+      peakRssMiB: Object.fromEntries(cluster.members.map((m) => [m.name, Math.round((m.peakRssKiB / 1024) * 10) / 10])),
+      staleReadsInjected: workload.stats.staleReadsInjected,
+      outDir,
+      passed: false,
+    };
+    report.passed = linearizable === "yes" && report.watch.ok && report.lostWrites === 0;
+    writeFileSync(join(outDir, "report.json"), JSON.stringify(report, null, 1));
+    return report;
+  } catch (e) {
+    log(`chaos run failed: ${String(e)}\n${cluster.logs()}`);
+    throw e;
+  } finally {
+    await injector?.healAll().catch(() => undefined);
+    if (workload !== undefined && !workload.closed) {
+      workload.stopping = true;
+      await workload.close().catch(() => undefined);
+    }
+    await cluster.destroy();
+  }
+}
+
+export function formatReport(rep: ChaosReport): string {
+  const ops = rep.operations;
+  const kinds = (["put", "get", "delete", "cas"] as const).map((k) => `${k} ${rep.operations.byKind[k].ok}/${rep.operations.byKind[k].fail}/${rep.operations.byKind[k].unknown}`).join(", ");
+  const lines = [
+    `==== chaos report (seed ${rep.seed}, target ${rep.target}, ${rep.durationS}s)`,
+    `operations: ${ops.total} (ok ${ops.ok}, failed ${ops.fail}, unknown ${ops.unknown}); ok/fail/unknown by kind: ${kinds}`,
+    `faults injected: ${rep.faults.length} ${JSON.stringify(rep.faultCounts)}${rep.faults.some((f) => f.error) ? ` (${rep.faults.filter((f) => f.error).length} with errors)` : ""}`,
+    `leader targeted: ${rep.faults.filter((f) => f.leader).length} times`,
+    `linearizable: ${rep.linearizable} (checker steps ${rep.checkerSteps})`,
+    ...rep.violations.slice(0, 3).map((v) => `  ${v.split("\n").join("\n  ")}`),
+    ...(rep.reportFiles.length > 0 ? [`  timelines: ${rep.reportFiles.join(", ")}`] : []),
+    `watch checks: ${rep.watch.ok ? "passed" : "FAILED"} (${rep.watch.streams} streams, ${rep.watch.events} events, ${rep.watch.progressNotifies} progress notifications, ${rep.watch.requiredDeliveries} required deliveries, ${rep.watch.prevKvChecked} prev_kv checked, ${rep.watch.reconnects} reconnects${rep.watch.laggingWatchers.length > 0 ? `, lagging watchers ${rep.watch.laggingWatchers.join(",")}` : ""})`,
+    ...rep.watch.violations.slice(0, 5).map((v) => `  ${v}`),
+    `acknowledged writes lost: ${rep.lostWrites} of ${rep.ackedWrites} (final revision ${rep.finalRevision})`,
+    ...rep.lostExamples.map((l) => `  ${l}`),
+    `peak RSS (VmHWM): ${Object.entries(rep.peakRssMiB).map(([n, v]) => `${n} ${v} MiB`).join(", ")}`,
+    ...(rep.staleReadsInjected > 0 ? [`TEST-ONLY injected stale reads: ${rep.staleReadsInjected}`] : []),
+    `result: ${rep.passed ? "PASS" : "FAIL"}   (files: ${rep.outDir})`,
+  ];
+  return lines.join("\n");
+}

@@ -1,0 +1,198 @@
+/**
+ * Fault injection on a ChaosCluster, one fault at a time with quiet gaps between (each fault is
+ * applied, held, healed): SIGKILL + restart, SIGSTOP/SIGCONT beyond the election timeout, a
+ * member partitioned from the others, a one-way drop on one link, delayed links, connection
+ * resets, leader transfers. The leader is the target half of the time. Seeded.
+ */
+import type { ChaosCluster, ChaosMember } from "./chaos_cluster.js";
+import { pick, type Rng } from "./gen.js";
+import { BLACKHOLE } from "./proxy.js";
+
+export const FAULT_KINDS = ["kill", "pause", "partition", "oneway", "delay", "reset", "transfer"] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+export interface FaultRecord {
+  kind: FaultKind;
+  target: string;
+  detail: string;
+  /** Milliseconds since the injector started. */
+  atMs: number;
+  durationMs: number;
+  /** Whether the target was the leader when chosen. */
+  leader: boolean;
+  error?: string;
+}
+
+export interface FaultInjectorOptions {
+  kinds: readonly FaultKind[];
+  electionMs: number;
+  /** Quiet time between faults. */
+  gapMs?: [number, number];
+  log?: (line: string) => void;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export class FaultInjector {
+  readonly records: FaultRecord[] = [];
+  private readonly t0 = Date.now();
+
+  constructor(
+    private readonly cluster: ChaosCluster,
+    private readonly r: Rng,
+    private readonly opts: FaultInjectorOptions,
+  ) {
+    if (opts.kinds.length === 0) throw new Error("no fault kinds");
+  }
+
+  private between(lo: number, hi: number): number {
+    return Math.round(lo + this.r() * (hi - lo));
+  }
+
+  /** Injects faults until `stop()` says so; never leaves one applied. */
+  async run(stop: () => boolean): Promise<void> {
+    const [gLo, gHi] = this.opts.gapMs ?? [1_000, 3_000];
+    while (!stop()) {
+      await this.one(pick(this.r, this.opts.kinds));
+      if (stop()) break;
+      await sleep(this.between(gLo, gHi));
+    }
+  }
+
+  private async target(): Promise<{ m: ChaosMember; leader: boolean }> {
+    if (this.r() < 0.5) {
+      const l = await this.cluster.leader();
+      if (l !== undefined) return { m: l, leader: true };
+    }
+    const m = pick(this.r, this.cluster.members);
+    const l = await this.cluster.leader();
+    return { m, leader: l === m };
+  }
+
+  async one(kind: FaultKind): Promise<FaultRecord> {
+    const { m, leader } = await this.target();
+    const rec: FaultRecord = { kind, target: m.name, detail: "", atMs: Date.now() - this.t0, durationMs: 0, leader };
+    const started = Date.now();
+    try {
+      await this.apply(kind, m, rec);
+    } catch (e) {
+      rec.error = String(e);
+    } finally {
+      this.healLinks();
+    }
+    rec.durationMs = Date.now() - started;
+    this.records.push(rec);
+    this.opts.log?.(`fault ${kind} on ${m.name}${leader ? " (leader)" : ""}: ${rec.detail} (${rec.durationMs} ms)${rec.error ? ` error: ${rec.error}` : ""}`);
+    return rec;
+  }
+
+  private async apply(kind: FaultKind, m: ChaosMember, rec: FaultRecord): Promise<void> {
+    const others = this.cluster.members.filter((o) => o !== m);
+    const e = this.opts.electionMs;
+    switch (kind) {
+      case "kill": {
+        const downMs = this.between(300, 2_000);
+        rec.detail = `SIGKILL, restart after ${downMs} ms`;
+        this.cluster.sampleRss();
+        await m.member.kill("SIGKILL");
+        await sleep(downMs);
+        m.member.log = "";
+        m.member.start();
+        await m.member.waitReady(60_000);
+        return;
+      }
+      case "pause": {
+        const ms = this.between(Math.round(e * 1.5), e * 3);
+        rec.detail = `SIGSTOP for ${ms} ms (election timeout ${e} ms)`;
+        m.member.proc?.kill("SIGSTOP");
+        m.paused = true;
+        try {
+          await sleep(ms);
+        } finally {
+          m.member.proc?.kill("SIGCONT");
+          m.paused = false;
+        }
+        return;
+      }
+      case "partition": {
+        const ms = this.between(Math.round(e * 1.5), e * 4);
+        rec.detail = `isolated from ${others.map((o) => o.name).join(",")} for ${ms} ms`;
+        for (const o of others) {
+          m.proxy.setMode(BLACKHOLE, o.name);
+          o.proxy.setMode(BLACKHOLE, m.name);
+        }
+        await sleep(ms);
+        return;
+      }
+      case "oneway": {
+        const to = pick(this.r, others);
+        const ms = this.between(Math.round(e * 1.5), e * 4);
+        rec.detail = `bytes ${m.name}→${to.name} dropped for ${ms} ms`;
+        // Connections dialed by m into `to` lose their requests; those dialed by `to` into m lose m's answers.
+        to.proxy.setMode({ forward: { kind: "drop" }, backward: { kind: "pass" } }, m.name);
+        m.proxy.setMode({ forward: { kind: "pass" }, backward: { kind: "drop" } }, to.name);
+        await sleep(ms);
+        return;
+      }
+      case "delay": {
+        const delayMs = this.between(20, Math.round(e / 4));
+        const ms = this.between(2_000, 5_000);
+        rec.detail = `links of ${m.name} delayed ${delayMs} ms each way for ${ms} ms`;
+        const slow = { forward: { kind: "delay" as const, ms: delayMs }, backward: { kind: "delay" as const, ms: delayMs } };
+        m.proxy.setMode(slow);
+        for (const o of others) o.proxy.setMode(slow, m.name);
+        await sleep(ms);
+        return;
+      }
+      case "reset": {
+        let n = 0;
+        for (let i = 0; i < 3; i++) {
+          n += m.proxy.reset();
+          for (const o of others) n += o.proxy.reset(m.name);
+          await sleep(300);
+        }
+        rec.detail = `${n} peer connections of ${m.name} reset`;
+        return;
+      }
+      case "transfer": {
+        const leader = await this.cluster.leader();
+        if (leader === undefined) {
+          rec.detail = "no leader to transfer from";
+          return;
+        }
+        const to = pick(this.r, this.cluster.members.filter((o) => o !== leader));
+        rec.target = leader.name;
+        rec.leader = true;
+        rec.detail = `leadership ${leader.name}→${to.name}`;
+        await leader.conn.moveLeader(BigInt(`0x${to.id}`).toString(), 5_000);
+        return;
+      }
+    }
+  }
+
+  private healLinks(): void {
+    for (const m of this.cluster.members) m.proxy.heal();
+  }
+
+  /** Ends any fault state (for the final phase and for cleanup after errors). */
+  async healAll(): Promise<void> {
+    this.healLinks();
+    for (const m of this.cluster.members) {
+      if (m.paused) {
+        m.member.proc?.kill("SIGCONT");
+        m.paused = false;
+      }
+      if (!m.member.running) {
+        m.member.log = "";
+        m.member.start();
+        await m.member.waitReady(60_000);
+      }
+    }
+  }
+
+  counts(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const r of this.records) out[r.kind] = (out[r.kind] ?? 0) + 1;
+    return out;
+  }
+}
