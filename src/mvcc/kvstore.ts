@@ -23,7 +23,7 @@ import {
 import { applyDeleteRange, applyPut, applyRange, applyTxn, KvTxn, rowToKv, type StoreCore } from './kvstore_txn.js';
 import { type LeaseHooks, NO_LEASES } from './lease_hooks.js';
 import { revMain } from './revision.js';
-import { keyToString, TreeIndex } from './tree_index.js';
+import { keyFromString, keyToString, TreeIndex } from './tree_index.js';
 import { checkKvOp } from './txn_check.js';
 import {
   type CompactionRequest,
@@ -97,6 +97,7 @@ export class KvStore implements StoreCore {
   private observer: ChangeObserver | null = null;
   private compactionChain: Promise<void> = Promise.resolve();
   private epoch = 0;
+  private readonly restoreListeners: (() => void)[] = [];
   private readonly opts: KvStoreOptions;
 
   private constructor(opts: KvStoreOptions) {
@@ -127,9 +128,13 @@ export class KvStore implements StoreCore {
     const scheduled = b.metaNumber(META_SCHEDULED_COMPACT);
     this.compactMainRev = this.hasMeta(META_FINISHED_COMPACT) ? finished : -1;
     const orphans: number[] = [];
+    // Latest lease of every live key, re-attached once the index is rebuilt (etcd restore).
+    const keyToLease = new Map<string, number>();
     for (const row of b.allRows()) {
       const main = revMain(row.rev);
       const k = keyToString(row.key);
+      if (row.tombstone || row.lease === 0) keyToLease.delete(k);
+      else keyToLease.set(k, row.lease);
       if (row.tombstone && !this.index.isAlive(k)) {
         // Its history was compacted away; nothing to rebuild.
         orphans.push(row.rev);
@@ -148,6 +153,27 @@ export class KvStore implements StoreCore {
       invariant(revMain(r) <= Math.max(this.compactMainRev, 0), 'tombstone without history above the compaction');
       b.deleteKv(r);
     }
+    this.leasedKeys = keyToLease;
+    this.attachLeasedKeys();
+  }
+
+  /** Keys that carried a lease when the index was rebuilt, until handed to the lessor. */
+  private leasedKeys = new Map<string, number>();
+
+  /**
+   * Recovery: tells the lessor which keys carry which lease (etcd restore calls
+   * Attach for each). An unknown lease is skipped, as etcd only logs it.
+   */
+  private attachLeasedKeys(): void {
+    if (this.leases === NO_LEASES) return;
+    for (const [k, id] of this.leasedKeys) {
+      try {
+        this.leases.attach(id, keyFromString(k));
+      } catch {
+        // The lease is gone (revoked in a later entry being re-applied); the key will be deleted then.
+      }
+    }
+    this.leasedKeys = new Map();
   }
 
   private hasMeta(name: string): boolean {
@@ -187,8 +213,10 @@ export class KvStore implements StoreCore {
     this.backend.noteWrites(n);
   }
 
+  /** Plugs in the lessor; keys found with leases at startup are attached to it now. */
   setLeaseHooks(hooks: LeaseHooks): void {
     this.leases = hooks;
+    this.attachLeasedKeys();
   }
 
   /** The watchable store listens here. One observer. */
@@ -415,7 +443,19 @@ export class KvStore implements StoreCore {
     this.currentRev = 1;
     this.compactMainRev = -1;
     this.compactionChain = Promise.resolve();
+    // Listeners (the lessor) reload first, so the rebuild below can re-attach leased keys.
+    for (const l of this.restoreListeners) l();
     this.restore();
+  }
+
+  /**
+   * Called when restoreFromSnapshot has replaced the backend, before the index
+   * is rebuilt: `db` is a new connection (re-prepare statements) holding the
+   * snapshot's rows. The lessor reloads its leases here (lessor.recover(kv.db));
+   * leased keys are re-attached right after.
+   */
+  onRestore(listener: () => void): void {
+    this.restoreListeners.push(listener);
   }
 
   close(): void {

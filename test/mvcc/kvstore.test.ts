@@ -151,6 +151,35 @@ describe('kv store', () => {
     expect(lessor.leases.get(5)!.size).toBe(0);
   });
 
+  it('re-attaches leased keys to the lessor after reopen and after a snapshot restore', async () => {
+    const dir = tmpDir();
+    dirs.push(dir);
+    const lessor = new FakeLessor();
+    lessor.leases.set(3, new Set());
+    let st = openStore(dir, { leases: lessor });
+    st.put({ key: b('a'), value: b('1'), lease: 3 });
+    st.put({ key: b('b'), value: b('1'), lease: 3 });
+    st.put({ key: b('b'), value: b('2') }); // b leaves the lease
+    st.put({ key: b('c'), value: b('1'), lease: 3 });
+    st.deleteRange({ key: b('c') });
+    const file = path.join(dir, 'snap.db');
+    await st.snapshot(file);
+    st.close();
+    const after = new FakeLessor();
+    after.leases.set(3, new Set());
+    st = openStore(dir);
+    stores.push(st);
+    st.setLeaseHooks(after);
+    expect([...after.leases.get(3)!]).toEqual(['a']);
+    const other = fresh();
+    const third = new FakeLessor();
+    third.leases.set(3, new Set());
+    other.setLeaseHooks(third);
+    other.onRestore(() => third.calls.push('recover'));
+    other.restoreFromSnapshot(file);
+    expect(third.calls).toEqual(['recover', 'attach 3 a']);
+  });
+
   it('apply is idempotent at or below the consistent index; markApplied covers non-kv entries', () => {
     const st = fresh();
     expect(st.apply(1, 1, { put: { key: b('a'), value: b('1') } })?.revision).toBe(2);
