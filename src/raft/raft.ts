@@ -38,7 +38,13 @@ export interface RaftConfig {
   /** Ticks between a leader's heartbeats. */
   heartbeatTick: number;
   storage: Storage;
-  /** Last applied index on restart (entries up to it are not handed out again). */
+  /**
+   * Last applied index on restart: committed entries up to it are not handed out again. The
+   * configuration raft starts with is storage.initialState().confState (the snapshot's), so
+   * `applied` must not skip conf-change entries after the snapshot: either leave it unset (or
+   * at the snapshot index) and call applyConfChange for every conf-change entry redelivered
+   * (skipping only data already in the backend), or make sure initialState() reflects them.
+   */
   applied?: number;
   /** Bytes of entries per MsgApp (default 1 MiB). */
   maxSizePerMsg?: number;
