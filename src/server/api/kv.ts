@@ -34,7 +34,7 @@ export function kvService(s: EtcdServer, quota: Quota) {
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         checkPutRequest(req);
-        quota.check(putCost(req));
+        await quota.check(putCost(req));
         const { response, revision } = await s.proposeAndApply<object>({ put: req }, ctx.signal);
         return { header: header(s, revision), ...response };
       }),
@@ -57,7 +57,7 @@ export function kvService(s: EtcdServer, quota: Quota) {
           const r = s.kv.txn(req);
           return { header: header(s), ...r };
         }
-        if (txnHasPut(req)) quota.check(txnCost(req));
+        if (txnHasPut(req)) await quota.check(txnCost(req));
         const { response, revision } = await s.proposeAndApply<object>({ txn: req }, ctx.signal);
         return { header: header(s, revision), ...response };
       }),

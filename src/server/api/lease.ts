@@ -43,7 +43,7 @@ export function leaseService(s: EtcdServer, quota: Quota, leaderClient: LeaderCl
     LeaseGrant: (req: LeaseGrantRequest, ctx: CallContext) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
-        quota.check(0);
+        await quota.check(0);
         // etcd picks the id before proposing, so every member grants the same one.
         const ID = req.ID === 0 ? s.lessor.nextLeaseId() : req.ID;
         const { response, revision } = await s.proposeAndApply<object>({ leaseGrant: { ID, TTL: req.TTL } }, ctx.signal);

@@ -12,26 +12,28 @@ import { Errors } from "../errors.js";
 const KV_OVERHEAD_BYTES = 256;
 
 export class Quota {
-  private raising = false;
+  private raising: Promise<void> | undefined;
 
   constructor(private readonly s: EtcdServer) {}
 
-  check(costBytes: number): void {
+  /** Throws NOSPACE, after the alarm is applied (as etcd raises it before answering). */
+  async check(costBytes: number): Promise<void> {
     const s = this.s;
     if (s.alarms.has(AlarmType.NOSPACE)) throw Errors.noSpace();
     const quota = s.config.quotaBackendBytes;
     if (quota === null) return;
     if (s.kv.sizeBytes() + costBytes + KV_OVERHEAD_BYTES <= quota) return;
-    this.raise();
+    await this.raise();
     throw Errors.noSpace();
   }
 
-  private raise(): void {
-    if (this.raising) return;
-    this.raising = true;
+  private raise(): Promise<void> {
     const s = this.s;
-    s.proposeAndApply({ alarm: { action: AlarmAction.ACTIVATE, memberID: s.memberId, alarm: AlarmType.NOSPACE } })
+    this.raising ??= s
+      .proposeAndApply({ alarm: { action: AlarmAction.ACTIVATE, memberID: s.memberId, alarm: AlarmType.NOSPACE } })
+      .then(() => undefined)
       .catch(() => undefined)
-      .finally(() => (this.raising = false));
+      .finally(() => (this.raising = undefined));
+    return this.raising;
   }
 }

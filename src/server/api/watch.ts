@@ -1,0 +1,281 @@
+/**
+ * etcdserverpb.Watch (etcd's api/v3rpc/watch.go serverWatchStream): one bidi stream carries many
+ * watchers. Requests create, cancel, or ask for progress; control responses (created, canceled)
+ * are written at once, event responses come from the stream's mvcc WatchStream.
+ *
+ * Backpressure: the WatchStream is consumed in push mode; when the gRPC write buffer is full the
+ * consumer pauses until `drain()`, the WatchStream's bounded buffer fills, and the watchable store
+ * parks the stream's watchers (catching them up from the backend later) instead of growing memory.
+ */
+import { GRPC_OVERHEAD_BYTES, type BidiCall, type CallContext, type MessageCodec } from "../../grpc/index.js";
+import type { Event } from "../../mvcc/types.js";
+import type { WatchStream } from "../../mvcc/watch_stream.js";
+import type { WatchResponse as MvccWatchResponse } from "../../mvcc/watcher.js";
+import { NONE } from "../../raft/types.js";
+import type { EtcdServer } from "../etcdserver.js";
+import { Errors } from "../errors.js";
+import { serverCodecs } from "../raft_request.js";
+import { REQUIRE_LEADER_KEY, requireLeaderIfAsked } from "./guard.js";
+import { header, type ResponseHeader } from "./header.js";
+
+/** etcdserverpb.WatchCreateRequest as decoded (camelCase). */
+export interface WatchCreateRequest {
+  key?: Uint8Array;
+  rangeEnd?: Uint8Array;
+  startRevision?: number;
+  progressNotify?: boolean;
+  filters?: number[];
+  prevKv?: boolean;
+  watchId?: number;
+  fragment?: boolean;
+}
+
+/** etcdserverpb.WatchRequest: one of the three is set. */
+export interface WatchRequest {
+  createRequest?: WatchCreateRequest | null;
+  cancelRequest?: { watchId?: number } | null;
+  progressRequest?: object | null;
+}
+
+/** etcdserverpb.WatchResponse as encoded. */
+export interface WatchResponse {
+  header: ResponseHeader;
+  watchId: number;
+  created?: boolean;
+  canceled?: boolean;
+  compactRevision?: number;
+  cancelReason?: string;
+  fragment?: boolean;
+  events?: Event[];
+}
+
+/** The id etcd answers with when a create fails (mvcc returns -1 with the error). */
+const INVALID_WATCH_ID = -1;
+/** etcd's maxNoLeaderCnt: election timeouts without a leader before `hasleader` streams end. */
+const MAX_NO_LEADER_COUNT = 3;
+
+export function watchService(s: EtcdServer) {
+  const monitor = new LeaderLossMonitor(s);
+  return {
+    Watch: (call: BidiCall<WatchRequest, WatchResponse>, ctx: CallContext) => {
+      requireLeaderIfAsked(s, ctx);
+      const sws = new ServerWatchStream(s, call);
+      if (ctx.metadata.get(REQUIRE_LEADER_KEY) === "true") monitor.add(sws);
+      sws.onClose(() => monitor.delete(sws));
+      // etcd keeps a stream whose client half-closed: only cancellation or disconnect end it.
+      ctx.signal.addEventListener("abort", () => sws.close(), { once: true });
+      sws.start();
+    },
+  };
+}
+
+/** Anything that ends when its member has had no leader for a while (etcd's monitorLeader). */
+export interface LeaderBound {
+  /** Ends the call with "etcdserver: no leader". */
+  loseLeader(): void;
+}
+
+/**
+ * etcd cancels the streams whose client set `hasleader` once the member has seen no leader for
+ * `MAX_NO_LEADER_COUNT` consecutive election timeouts (new requests are refused at once; existing
+ * streams get that grace because reconnecting costs more). One timer serves every stream.
+ */
+export class LeaderLossMonitor {
+  private readonly streams = new Set<LeaderBound>();
+  private timer: NodeJS.Timeout | undefined;
+  private noLeaderCount = 0;
+
+  constructor(private readonly s: EtcdServer) {}
+
+  add(x: LeaderBound): void {
+    this.streams.add(x);
+    if (this.timer === undefined) {
+      this.noLeaderCount = 0;
+      this.timer = setInterval(() => this.check(), this.s.config.electionMs);
+      this.timer.unref();
+    }
+  }
+
+  delete(x: LeaderBound): void {
+    this.streams.delete(x);
+    if (this.streams.size === 0 && this.timer !== undefined) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  private check(): void {
+    this.noLeaderCount = this.s.leader() === NONE ? this.noLeaderCount + 1 : 0;
+    if (this.noLeaderCount < MAX_NO_LEADER_COUNT) return;
+    for (const x of [...this.streams]) x.loseLeader();
+  }
+}
+
+/** Response sizes for etcd's fragmentation, computed with the wire codecs. */
+class ResponseSizer {
+  private readonly response: MessageCodec<WatchResponse>;
+  private readonly event: MessageCodec<Event>;
+
+  constructor() {
+    const codecs = serverCodecs();
+    this.response = codecs.message<WatchResponse>("etcdserverpb.WatchResponse");
+    this.event = codecs.message<Event>("mvccpb.Event");
+  }
+
+  /** Encoded size of `wr` without its events. */
+  base(wr: WatchResponse): number {
+    return this.response.encode({ ...wr, events: [], fragment: true }).length;
+  }
+
+  /** Bytes one event adds to the repeated field (tag, length, body). */
+  event1(ev: Event): number {
+    const n = this.event.encode(ev).length;
+    return 1 + varintSize(n) + n;
+  }
+}
+
+function varintSize(n: number): number {
+  let size = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 128);
+    size++;
+  }
+  return size;
+}
+
+let sizer: ResponseSizer | undefined;
+
+/**
+ * etcd's sendFragments: a response at least `maxBytes` long with two or more events is split
+ * into several, each below `maxBytes` unless one event alone exceeds it; every part but the
+ * last carries `fragment: true`.
+ */
+export function fragmentResponse(wr: WatchResponse, maxBytes: number): WatchResponse[] {
+  const events = wr.events ?? [];
+  if (events.length < 2) return [wr];
+  sizer ??= new ResponseSizer();
+  const base = sizer.base(wr);
+  const sizes = events.map((ev) => sizer!.event1(ev));
+  const total = sizes.reduce((a, b) => a + b, base);
+  if (total < maxBytes) return [wr];
+  const parts: WatchResponse[] = [];
+  let i = 0;
+  while (i < events.length) {
+    let size = base;
+    const start = i;
+    while (i < events.length) {
+      if (i > start && size + sizes[i]! >= maxBytes) break;
+      size += sizes[i]!;
+      i++;
+    }
+    parts.push({ ...wr, events: events.slice(start, i), fragment: i < events.length });
+  }
+  return parts;
+}
+
+class ServerWatchStream implements LeaderBound {
+  private readonly ws: WatchStream;
+  private readonly fragmented = new Set<number>();
+  private readonly maxResponseBytes: number;
+  private closed = false;
+  private readonly closeListeners: Array<() => void> = [];
+
+  constructor(
+    private readonly s: EtcdServer,
+    private readonly call: BidiCall<WatchRequest, WatchResponse>,
+  ) {
+    this.ws = s.watchable.watchStream();
+    this.maxResponseBytes = s.config.maxRequestBytes + GRPC_OVERHEAD_BYTES;
+  }
+
+  start(): void {
+    this.ws.setHandler((r) => this.sendEvents(r));
+    this.call.onMessage((req) => this.onRequest(req));
+  }
+
+  onClose(f: () => void): void {
+    this.closeListeners.push(f);
+  }
+
+  loseLeader(): void {
+    this.call.fail(Errors.noLeader());
+    this.close();
+  }
+
+  /** Releases the watchers; idempotent. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.s.watchable.closeStream(this.ws);
+    for (const f of this.closeListeners.splice(0)) f();
+  }
+
+  private onRequest(req: WatchRequest): void {
+    if (this.closed || this.call.ended) return;
+    if (req.createRequest != null) this.create(req.createRequest);
+    else if (req.cancelRequest != null) this.cancel(req.cancelRequest.watchId ?? 0);
+    else if (req.progressRequest != null) this.ws.requestProgress();
+    // An empty request is ignored, as etcd does.
+  }
+
+  private create(creq: WatchCreateRequest): void {
+    const rev = this.s.kv.currentRevision();
+    let id: number;
+    try {
+      id = this.ws.watch({
+        key: creq.key,
+        rangeEnd: creq.rangeEnd,
+        startRevision: creq.startRevision,
+        prevKv: creq.prevKv,
+        filters: creq.filters,
+        progressNotify: creq.progressNotify,
+        id: creq.watchId,
+      });
+    } catch (e) {
+      // etcd answers a refused create on the stream (created and canceled at once), not with an error status.
+      this.control({ header: header(this.s, rev), watchId: INVALID_WATCH_ID, created: true, canceled: true, cancelReason: (e as Error).message });
+      return;
+    }
+    if (creq.fragment) this.fragmented.add(id);
+    this.control({ header: header(this.s, rev), watchId: id, created: true });
+  }
+
+  private cancel(id: number): void {
+    // An unknown id gets no answer (etcd ignores the mvcc error).
+    if (!this.ws.cancel(id)) return;
+    this.fragmented.delete(id);
+    this.control({ header: header(this.s), watchId: id, canceled: true });
+  }
+
+  /**
+   * Control responses bypass the event buffer (a created response must precede the watcher's
+   * events, which cannot exist yet). A full socket stops reading requests until it drains, so a
+   * client that sends requests without reading responses cannot grow this side's memory.
+   */
+  private control(wr: WatchResponse): void {
+    if (this.call.write(wr)) return;
+    this.call.pause();
+    void this.call.drain().then(() => this.call.resume());
+  }
+
+  /** The WatchStream's push handler: false pauses it until the socket drains. */
+  private sendEvents(r: MvccWatchResponse): boolean {
+    if (this.closed || this.call.ended) return true;
+    const wr: WatchResponse = {
+      header: header(this.s, r.revision),
+      watchId: r.watchId,
+      events: r.events,
+      compactRevision: r.compactRevision ?? 0,
+      canceled: r.canceled === true,
+    };
+    if (r.canceled) this.fragmented.delete(r.watchId);
+    const parts = this.fragmented.has(r.watchId) ? fragmentResponse(wr, this.maxResponseBytes) : [wr];
+    let room = true;
+    for (const p of parts) room = this.call.write(p) && room;
+    if (room) return true;
+    void this.call.drain().then(() => {
+      if (!this.closed) this.ws.resume();
+    });
+    return false;
+  }
+}
