@@ -7,7 +7,7 @@ import { randomBytes, randomInt } from "node:crypto";
 import type { ClientDuplexStream } from "@grpc/grpc-js";
 import type { CommandFlags } from "./flags.js";
 import type { Conn } from "./conn.js";
-import { METHODS, decode, encode, list, num, prefixRangeEnd, sub, varintKey } from "./proto.js";
+import { METHODS, decode, encode, encodePut, list, num, prefixRangeEnd, sub, varintKey } from "./proto.js";
 
 /** Everything a worker needs to rebuild a command's operations (structured-clone safe). */
 export interface UnaryPlan {
@@ -60,13 +60,15 @@ const rangeBytes = (args: string[]) => ({
 
 /** Creates the operation one client runs; may do per-client setup (a lease, a stream). */
 export async function makeClientOp(plan: UnaryPlan, conn: Conn): Promise<ClientOp> {
-  const { flags, args, value } = plan;
+  const { flags, args } = plan;
+  // Structured cloning into the worker turned the Buffer into a plain Uint8Array.
+  const value = Buffer.from(plan.value.buffer, plan.value.byteOffset, plan.value.byteLength);
   switch (plan.command) {
     case "put": {
       const keySize = flags["key-size"] as number;
       const seq = flags["sequential-keys"] as boolean;
       return async (i) => {
-        await conn.unary(METHODS.put, encode("PutRequest", { key: varintKey(keyIndex(i, flags, seq), keySize), value }));
+        await conn.unary(METHODS.put, encodePut(varintKey(keyIndex(i, flags, seq), keySize), value));
         return 0;
       };
     }

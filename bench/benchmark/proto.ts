@@ -41,12 +41,52 @@ export function messageType(name: string): protobuf.Type {
 /** A plain object the type accepts; snake_case field names as in the .proto. */
 export type Fields = Record<string, unknown>;
 
+/** Encodes a message; enum fields accept names ("LESS") or numbers, bytes fields Buffers. */
 export function encode(type: string, fields: Fields): Buffer {
   const t = messageType(type);
-  const err = t.verify(fields);
-  if (err !== null) throw new Error(`${type}: ${err}`);
   const bytes = t.encode(t.fromObject(fields)).finish();
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+function varintLength(n: number): number {
+  let len = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 0x80);
+    len++;
+  }
+  return len;
+}
+
+function writeVarint(buf: Buffer, off: number, n: number): number {
+  while (n >= 0x80) {
+    buf[off++] = (n % 0x80) | 0x80;
+    n = Math.floor(n / 0x80);
+  }
+  buf[off++] = n;
+  return off;
+}
+
+/**
+ * PutRequest{key = 1, value = 2} encoded by hand: the put hot path skips protobufjs. Fields
+ * with empty bytes are omitted, as proto3 does.
+ */
+export function encodePut(key: Buffer, value: Buffer): Buffer {
+  const size =
+    (key.length > 0 ? 1 + varintLength(key.length) + key.length : 0) + (value.length > 0 ? 1 + varintLength(value.length) + value.length : 0);
+  const out = Buffer.allocUnsafe(size);
+  let off = 0;
+  if (key.length > 0) {
+    out[off++] = 0x0a;
+    off = writeVarint(out, off, key.length);
+    off += key.copy(out, off);
+  }
+  if (value.length > 0) {
+    out[off++] = 0x12;
+    off = writeVarint(out, off, value.length);
+    off += value.copy(out, off);
+  }
+  if (off !== size) throw new Error(`encodePut: wrote ${off} of ${size} bytes`);
+  return out;
 }
 
 /**

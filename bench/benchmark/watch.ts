@@ -7,7 +7,7 @@ import { randomBytes, randomInt } from "node:crypto";
 import type { CommandFlags, GlobalOptions } from "./flags.js";
 import { Conn, errorText } from "./conn.js";
 import { Progress } from "./progress.js";
-import { METHODS, decode, encode, num, sub, varintKey } from "./proto.js";
+import { METHODS, decode, encode, encodePut, num, sub, varintKey } from "./proto.js";
 import { computeStats } from "./report.js";
 import type { SeriesResult } from "./runner.js";
 import { type WatchEvent, WatchStream } from "./watch-stream.js";
@@ -69,7 +69,7 @@ async function pool(count: number, n: number, ratePerSec: number, task: (i: numb
   );
 }
 
-const put = (conn: Conn, key: Buffer, value: Buffer) => conn.unary(METHODS.put, encode("PutRequest", { key, value }));
+const put = (conn: Conn, key: Buffer, value: Buffer) => conn.unary(METHODS.put, encodePut(key, value));
 
 /** watch: create streams × watch-per-stream watchers, then put and count the events delivered. */
 async function watchBench(global: GlobalOptions, endpoints: string[], f: CommandFlags): Promise<SeriesResult[]> {

@@ -1,0 +1,247 @@
+/**
+ * Side-by-side: real etcd and etcetera, 3 members each on loopback with the same flags, the
+ * seed matrix of issue 8 run in alternating rounds, medians, ratios, peak RSS per member.
+ *
+ *   npx tsx bench/compare/main.ts [--rounds=3] [--quick] [--only=etcd|etcetera] [--rows=id,id]
+ *                                 [--workers=N] [--out=bench/results] [--no-install]
+ *
+ * Every (round, target, row) runs on a fresh cluster, so rows do not inherit each other's data
+ * and peak RSS (VmHWM) belongs to that row. Round r runs etcd first when r is odd, etcetera
+ * first when r is even. Writes bench/results/<date>.json, <date>.md and <date>.svg (and
+ * latest.md / latest.svg). A target that fails to start or to finish a row is recorded as
+ * failed for that row; the script goes on.
+ */
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { availableParallelism, cpus, totalmem } from "node:os";
+import { join } from "node:path";
+import { Conn } from "../benchmark/conn.js";
+import { METHODS, encodePut } from "../benchmark/proto.js";
+import { BenchCluster, ETCD_BIN, ROOT, SERVER_JS, TARGETS, type Target } from "./cluster.js";
+import { type MatrixRow, RANGE_KEY, RANGE_VALUE_BYTES, seedMatrix } from "./matrix.js";
+import { hasLeader } from "./ready.js";
+import { markdownTable, svgChart } from "./render.js";
+import { type RunRecord, summarizeRows } from "./summary.js";
+
+interface CompareOptions {
+  rounds: number;
+  quick: boolean;
+  only: Target | undefined;
+  rows: string[] | undefined;
+  workers: number | undefined;
+  outDir: string;
+  install: boolean;
+  runTimeoutMs: number;
+}
+
+function parseOptions(argv: string[]): CompareOptions {
+  const o: CompareOptions = {
+    rounds: 3,
+    quick: false,
+    only: undefined,
+    rows: undefined,
+    workers: undefined,
+    outDir: join(ROOT, "bench/results"),
+    install: true,
+    runTimeoutMs: 300_000,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    const [k, inline] = a.includes("=") ? [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a, undefined];
+    const val = () => inline ?? (argv[++i] as string);
+    if (k === "--rounds") o.rounds = Number(val());
+    else if (k === "--quick") o.quick = true;
+    else if (k === "--only") {
+      const t = val();
+      if (t !== "etcd" && t !== "etcetera") throw new Error(`--only must be etcd or etcetera, got ${t}`);
+      o.only = t;
+    } else if (k === "--rows") o.rows = val().split(",");
+    else if (k === "--workers") o.workers = Number(val());
+    else if (k === "--out") o.outDir = val();
+    else if (k === "--no-install") o.install = false;
+    else if (k === "--run-timeout") o.runTimeoutMs = Number(val()) * 1000;
+    else throw new Error(`unknown option ${a}`);
+  }
+  if (!(o.rounds >= 1)) throw new Error("--rounds must be at least 1");
+  return o;
+}
+
+const log = (s: string) => process.stderr.write(`[compare] ${s}\n`);
+
+/** Debian's etcd-server when /usr/bin/etcd is missing (root or sudo). */
+function ensureEtcd(install: boolean): void {
+  if (existsSync(ETCD_BIN)) return;
+  if (!install) throw new Error(`${ETCD_BIN} missing and --no-install given`);
+  log("installing Debian's etcd-server and etcd-client with apt-get");
+  const sudo = process.getuid?.() === 0 ? [] : ["sudo"];
+  const run = (args: string[]) => {
+    const r = spawnSync(sudo[0] ?? args[0] as string, sudo.length > 0 ? args : args.slice(1), { stdio: "inherit", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
+    if (r.status !== 0) throw new Error(`${args.join(" ")} failed`);
+  };
+  run(["apt-get", "update"]);
+  run(["apt-get", "install", "-y", "etcd-server", "etcd-client"]);
+}
+
+/** Builds dist/server.js when missing; false (with the reason logged) when it cannot. */
+function ensureEtcetera(): string | undefined {
+  if (existsSync(SERVER_JS)) return undefined;
+  log("dist/server.js missing: npm run build");
+  const r = spawnSync("npm", ["run", "build"], { cwd: ROOT, encoding: "utf8" });
+  if (r.status === 0 && existsSync(SERVER_JS)) return undefined;
+  return `build failed: ${(r.stderr || r.stdout || "").slice(-400)}`;
+}
+
+async function seedRangeKey(endpoints: string[]): Promise<void> {
+  const c = new Conn(endpoints);
+  try {
+    await c.waitReady(10_000);
+    await c.unary(METHODS.put, encodePut(Buffer.from(RANGE_KEY), Buffer.alloc(RANGE_VALUE_BYTES, 0x61)));
+  } finally {
+    c.close();
+  }
+}
+
+interface BenchJson {
+  series: Array<{ rps: number; averageSec: number; p99Sec: number; errorCount: number; count: number; errors: Record<string, number> }>;
+}
+
+/** Runs the load generator as a child process and parses its --json line. */
+function runBenchmark(endpoints: string[], row: MatrixRow, workers: number | undefined, timeoutMs: number): Promise<BenchJson> {
+  const args = [
+    "--import",
+    "tsx",
+    join(ROOT, "bench/benchmark/main.ts"),
+    `--endpoints=${endpoints.join(",")}`,
+    "--json",
+    "--progress=false",
+    "--dial-timeout=10s",
+    ...(workers !== undefined ? [`--workers=${workers}`] : []),
+    ...row.args,
+  ];
+  return new Promise((res, rej) => {
+    const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (b: Buffer) => (out += b.toString()));
+    child.stderr.on("data", (b: Buffer) => (err = (err + b.toString()).slice(-4000)));
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.on("exit", (code, signal) => {
+      clearTimeout(timer);
+      const line = out.split("\n").find((l) => l.startsWith("{"));
+      if (code !== 0 || line === undefined) return rej(new Error(`benchmark ${signal === "SIGKILL" ? "timed out" : `exited ${code}`}: ${err.trim().slice(-600)}`));
+      res(JSON.parse(line) as BenchJson);
+    });
+  });
+}
+
+async function runOne(target: Target, row: MatrixRow, round: number, opts: CompareOptions, buildError: string | undefined): Promise<RunRecord> {
+  const rec: RunRecord = { row: row.id, target, round, ok: false };
+  if (target === "etcetera" && buildError !== undefined) return { ...rec, error: buildError };
+  const t0 = performance.now();
+  let cluster: BenchCluster | undefined;
+  try {
+    cluster = await BenchCluster.create({ target, size: 3 });
+    await cluster.start(30_000, hasLeader);
+    if (row.seedRangeKey) await seedRangeKey(cluster.endpoints);
+    const result = await runBenchmark(cluster.endpoints, row, opts.workers, opts.runTimeoutMs);
+    const s = result.series[0];
+    if (s === undefined) throw new Error("benchmark printed no series");
+    if (s.count === 0) throw new Error(`every request failed: ${Object.keys(s.errors)[0] ?? "?"}`);
+    const dead = cluster.members.filter((m) => m.proc === undefined).map((m) => m.name);
+    if (dead.length > 0) throw new Error(`member(s) ${dead.join(", ")} died during the run`);
+    return {
+      ...rec,
+      ok: true,
+      rps: s.rps,
+      avgMs: s.averageSec * 1000,
+      p99Ms: s.p99Sec * 1000,
+      errorCount: s.errorCount,
+      peakRssBytes: cluster.peakRss().sort((a, b) => b - a),
+      wallSec: (performance.now() - t0) / 1000,
+    };
+  } catch (e) {
+    return { ...rec, error: e instanceof Error ? e.message : String(e), wallSec: (performance.now() - t0) / 1000 };
+  } finally {
+    await cluster?.destroy();
+  }
+}
+
+function machine(): Record<string, unknown> {
+  const etcdVersion = (() => {
+    try {
+      return execFileSync(ETCD_BIN, ["--version"], { encoding: "utf8" }).split("\n")[0];
+    } catch {
+      return "unknown";
+    }
+  })();
+  return {
+    cpus: availableParallelism(),
+    cpuModel: cpus()[0]?.model ?? "unknown",
+    memBytes: totalmem(),
+    kernel: (() => {
+      try {
+        return readFileSync("/proc/version", "utf8").trim();
+      } catch {
+        return "unknown";
+      }
+    })(),
+    node: process.version,
+    etcd: etcdVersion,
+    loadAverageAtStart: readFileSync("/proc/loadavg", "utf8").trim(),
+  };
+}
+
+async function main(): Promise<void> {
+  const opts = parseOptions(process.argv.slice(2));
+  const targets = opts.only !== undefined ? [opts.only] : [...TARGETS];
+  if (targets.includes("etcd")) ensureEtcd(opts.install);
+  const buildError = targets.includes("etcetera") ? ensureEtcetera() : undefined;
+  if (buildError !== undefined) log(`etcetera unavailable, its rows will be marked failed: ${buildError}`);
+  const rows = seedMatrix({ quick: opts.quick }).filter((r) => opts.rows === undefined || opts.rows.includes(r.id));
+  if (rows.length === 0) throw new Error("no rows selected");
+  const startedAt = new Date();
+  const info = machine();
+  const runs: RunRecord[] = [];
+  for (let round = 1; round <= opts.rounds; round++) {
+    const order = round % 2 === 1 ? targets : [...targets].reverse();
+    for (const target of order) {
+      for (const row of rows) {
+        const rec = await runOne(target, row, round, opts, buildError);
+        runs.push(rec);
+        log(
+          `round ${round} ${target.padEnd(8)} ${row.id.padEnd(20)} ` +
+            (rec.ok
+              ? `${Math.round(rec.rps ?? 0)} req/s avg ${(rec.avgMs ?? 0).toFixed(2)} ms p99 ${(rec.p99Ms ?? 0).toFixed(2)} ms peak RSS ${(rec.peakRssBytes ?? []).map((b) => (b / 1048576).toFixed(0)).join("/")} MB (${(rec.wallSec ?? 0).toFixed(1)} s)`
+              : `FAILED: ${(rec.error ?? "").split("\n")[0]}`),
+        );
+      }
+    }
+  }
+  const summary = summarizeRows(rows, runs);
+  const stamp = startedAt.toISOString().replace(/[:]/g, "-").replace(/\.\d+Z$/, "Z");
+  mkdirSync(opts.outDir, { recursive: true });
+  const subtitle = `${opts.quick ? "quick totals" : "full totals"}, median of ${opts.rounds} round(s), ${info.cpus} CPUs, ${String(info.etcd)}, node ${process.version}, ${startedAt.toISOString()}`;
+  const md =
+    `### etcetera vs etcd (${startedAt.toISOString().slice(0, 10)}, ${subtitle})\n\n` +
+    markdownTable(summary) +
+    `\nRatios are etcetera / etcd (req/s: higher is better; p99: lower is better). Peak RSS is VmHWM per member, largest first.\n`;
+  const svg = svgChart(summary, subtitle);
+  const wallSec = (Date.now() - startedAt.getTime()) / 1000;
+  const json = { startedAt: startedAt.toISOString(), wallSec, options: opts, machine: info, rows, runs, summary };
+  const base = join(opts.outDir, stamp);
+  writeFileSync(`${base}.json`, JSON.stringify(json, null, 2) + "\n");
+  writeFileSync(`${base}.md`, md);
+  writeFileSync(`${base}.svg`, svg);
+  writeFileSync(join(opts.outDir, "latest.md"), md);
+  writeFileSync(join(opts.outDir, "latest.svg"), svg);
+  process.stdout.write(md);
+  log(`wrote ${base}.{json,md,svg} in ${wallSec.toFixed(0)} s`);
+}
+
+main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    process.stderr.write(`compare: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,85 @@
+/**
+ * From raw runs to the comparison table: medians over rounds per (row, target), and the ratio
+ * etcetera/etcd per row. Pure.
+ */
+import type { Target } from "./cluster.js";
+
+/** One benchmark run of one row against one target in one round. */
+export interface RunRecord {
+  row: string;
+  target: Target;
+  round: number;
+  ok: boolean;
+  error?: string;
+  rps?: number;
+  avgMs?: number;
+  p99Ms?: number;
+  /** Requests that failed inside an otherwise completed run. */
+  errorCount?: number;
+  /** VmHWM of each member at the end of the run, bytes, largest first. */
+  peakRssBytes?: number[];
+  wallSec?: number;
+}
+
+export interface TargetSummary {
+  /** Successful rounds the medians are taken over. */
+  rounds: number;
+  failed: number;
+  rps: number;
+  avgMs: number;
+  p99Ms: number;
+  /** Median over rounds of the largest-first member peak RSS, bytes. */
+  peakRssBytes: number[];
+  firstError?: string;
+}
+
+export interface RowSummary {
+  row: string;
+  title: string;
+  etcd?: TargetSummary;
+  etcetera?: TargetSummary;
+  /** etcetera / etcd: requests/s (higher is better) and p99 latency (lower is better). */
+  rpsRatio?: number;
+  p99Ratio?: number;
+  rssRatio?: number;
+}
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return NaN;
+  const s = [...values].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+}
+
+export function summarizeTarget(runs: readonly RunRecord[]): TargetSummary | undefined {
+  if (runs.length === 0) return undefined;
+  const ok = runs.filter((r) => r.ok);
+  const members = Math.max(0, ...ok.map((r) => r.peakRssBytes?.length ?? 0));
+  const summary: TargetSummary = {
+    rounds: ok.length,
+    failed: runs.length - ok.length,
+    rps: median(ok.map((r) => r.rps ?? NaN)),
+    avgMs: median(ok.map((r) => r.avgMs ?? NaN)),
+    p99Ms: median(ok.map((r) => r.p99Ms ?? NaN)),
+    peakRssBytes: Array.from({ length: members }, (_, i) => median(ok.map((r) => r.peakRssBytes?.[i] ?? NaN))),
+  };
+  const firstError = runs.find((r) => !r.ok)?.error;
+  if (firstError !== undefined) summary.firstError = firstError;
+  return summary;
+}
+
+export function summarizeRows(rows: ReadonlyArray<{ id: string; title: string }>, runs: readonly RunRecord[]): RowSummary[] {
+  return rows.map(({ id, title }) => {
+    const etcd = summarizeTarget(runs.filter((r) => r.row === id && r.target === "etcd"));
+    const etcetera = summarizeTarget(runs.filter((r) => r.row === id && r.target === "etcetera"));
+    const out: RowSummary = { row: id, title };
+    if (etcd !== undefined) out.etcd = etcd;
+    if (etcetera !== undefined) out.etcetera = etcetera;
+    if (etcd !== undefined && etcetera !== undefined && etcd.rounds > 0 && etcetera.rounds > 0) {
+      out.rpsRatio = etcetera.rps / etcd.rps;
+      out.p99Ratio = etcetera.p99Ms / etcd.p99Ms;
+      out.rssRatio = Math.max(...etcetera.peakRssBytes) / Math.max(...etcd.peakRssBytes);
+    }
+    return out;
+  });
+}
