@@ -10,6 +10,7 @@ import { kvService } from "./api/kv.js";
 import { leaseService } from "./api/lease.js";
 import { maintenanceService } from "./api/maintenance.js";
 import { Quota } from "./api/quota.js";
+import { watchService } from "./api/watch.js";
 import { resolveCommandLine, type ServerConfig } from "./config.js";
 import { EtcdServer } from "./etcdserver.js";
 import { httpRoutes } from "./http_routes.js";
@@ -69,6 +70,7 @@ async function serve(config: ServerConfig, logger: Logger): Promise<void> {
     g.addService("etcdserverpb.Lease", leaseService(server, quota, leaderClient));
     g.addService("etcdserverpb.Cluster", clusterService(server));
     g.addService("etcdserverpb.Maintenance", maintenanceService(server));
+    g.addService("etcdserverpb.Watch", watchService(server));
     const { host, port } = hostPort(url);
     await g.listen(port, host);
     grpcServers.push(g);
