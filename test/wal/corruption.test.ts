@@ -150,7 +150,7 @@ describe("WAL corruption handling", () => {
     const rand = prng(seed);
     let errors = 0;
     let repairs = 0;
-    for (let c = 0; c < 300; c++) {
+    for (let c = 0; c < 200; c++) {
       const seg = base.segments[Math.floor(rand() * base.segments.length)]!;
       const isLast = seg === lastSeg();
       // Mostly inside the records; sometimes in the preallocated zero tail of the last segment.
@@ -227,7 +227,7 @@ describe("WAL corruption handling", () => {
     const rand = prng(seed);
     const seg = lastSeg();
     const headerEnd = seg.records[1]!.end;
-    for (let c = 0; c < 100; c++) {
+    for (let c = 0; c < 60; c++) {
       const at = headerEnd + Math.floor(rand() * (seg.dataEnd - headerEnd));
       const ctx = `seed ${seed} case ${c}: zero ${seg.file} from ${at}`;
       const dir = workingCopy();

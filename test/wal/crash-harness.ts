@@ -159,7 +159,7 @@ export async function runCrashCycles(opts: CrashRunOptions): Promise<CrashRunRes
       const childSeed = Math.floor(rand() * 2 ** 31);
       // Mostly kill while saving; sometimes during start-up, open or repair.
       const early = rand() < 0.2;
-      const delayMs = early ? Math.floor(rand() * 500) : 5 + Math.floor(rand() * 120);
+      const delayMs = early ? Math.floor(rand() * 300) : 5 + Math.floor(rand() * 100);
       const run = await runChild(command.args, dir, childSeed, snap, segmentSizeBytes, (ready) => (early ? (ready ? undefined : delayMs) : ready ? delayMs : undefined));
       result.kills++;
       result.repairs += run.repairs;
