@@ -24,6 +24,8 @@ export interface ChaosOptions {
   seed: number;
   durationS: number;
   faults: readonly FaultKind[];
+  /** Fault order: random draws (default) or every kind in turn. */
+  faultOrder?: "random" | "cycle";
   /** Where violation files and the history go (default: a directory under the OS temp dir). */
   outDir?: string;
   clients?: number;
@@ -154,7 +156,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     log(`cluster up, leader ${first.name}; peer connections by source: ${cluster.members.map((m) => `${m.name}←[${m.proxy.sources().join(",")}]`).join(" ")}`);
     workload = new Workload({ endpoints: cluster.endpoints, seed: Math.floor(r() * 2 ** 31), clients: opts.clients ?? 6, staleReadRate: opts.staleReadRate ?? 0, progressRequests });
     workload.start();
-    injector = new FaultInjector(cluster, rng(Math.floor(r() * 2 ** 31)), { kinds: opts.faults, electionMs, log });
+    injector = new FaultInjector(cluster, rng(Math.floor(r() * 2 ** 31)), { kinds: opts.faults, electionMs, log, order: opts.faultOrder ?? "random" });
     const end = Date.now() + opts.durationS * 1000;
     await injector.run(() => Date.now() >= end);
 

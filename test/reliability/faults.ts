@@ -28,10 +28,21 @@ export interface FaultInjectorOptions {
   electionMs: number;
   /** Quiet time between faults. */
   gapMs?: [number, number];
+  /** "random": each fault drawn at random; "cycle": every kind in turn, reshuffled each round (short runs see all kinds). */
+  order?: "random" | "cycle";
   log?: (line: string) => void;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function shuffle<T>(r: Rng, xs: readonly T[]): T[] {
+  const a = [...xs];
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(r() * (i + 1));
+    [a[i], a[j]] = [a[j]!, a[i]!];
+  }
+  return a;
+}
 
 export class FaultInjector {
   readonly records: FaultRecord[] = [];
@@ -52,8 +63,12 @@ export class FaultInjector {
   /** Injects faults until `stop()` says so; never leaves one applied. */
   async run(stop: () => boolean): Promise<void> {
     const [gLo, gHi] = this.opts.gapMs ?? [1_000, 3_000];
+    let round: FaultKind[] = [];
     while (!stop()) {
-      await this.one(pick(this.r, this.opts.kinds));
+      if (this.opts.order === "cycle") {
+        if (round.length === 0) round = shuffle(this.r, this.opts.kinds);
+        await this.one(round.shift()!);
+      } else await this.one(pick(this.r, this.opts.kinds));
       if (stop()) break;
       await sleep(this.between(gLo, gHi));
     }
@@ -82,7 +97,7 @@ export class FaultInjector {
     }
     rec.durationMs = Date.now() - started;
     this.records.push(rec);
-    this.opts.log?.(`fault ${kind} on ${m.name}${leader ? " (leader)" : ""}: ${rec.detail} (${rec.durationMs} ms)${rec.error ? ` error: ${rec.error}` : ""}`);
+    this.opts.log?.(`fault ${kind} on ${rec.target}${rec.leader ? " (leader)" : ""}: ${rec.detail} (${rec.durationMs} ms)${rec.error ? ` error: ${rec.error}` : ""}`);
     return rec;
   }
 
