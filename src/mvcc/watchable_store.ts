@@ -199,8 +199,9 @@ export class WatchableStore implements WatchHost {
       if (chosen.length >= this.o.maxWatchersPerSync) break;
       if (!w.sink.hasRoom()) continue;
       if (w.minRev < compactRev) {
-        // etcd: the watcher missed compacted history; cancel it with the compaction revision.
-        if (w.sink.trySend({ watchId: w.id, events: [], revision: cur, compactRevision: compactRev, canceled: true })) {
+        // etcd: the watcher missed compacted history; cancel it with the compaction revision
+        // (etcd's response carries header revision 0 here).
+        if (w.sink.trySend({ watchId: w.id, events: [], revision: 0, compactRevision: compactRev, canceled: true })) {
           this.unsynced.delete(w);
           w.state = WatcherState.CANCELED;
           this.progressWatchers.delete(w);

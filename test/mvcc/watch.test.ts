@@ -176,7 +176,7 @@ describe('watchable store', () => {
     const ok = st.watch({ key: b('k'), startRevision: 6 });
     const rs = await drainUntil(st, (r) => r.length >= 2);
     const canceled = rs.find((r) => r.watchId === id)!;
-    expect(canceled).toMatchObject({ canceled: true, compactRevision: 6, events: [] });
+    expect(canceled).toEqual({ watchId: id, canceled: true, compactRevision: 6, events: [], revision: 0 });
     expect(rs.find((r) => r.watchId === ok)!.events.map((e) => e.kv.modRevision)).toEqual([6, 7, 8, 9, 10, 11]);
     expect(st.watcherIds()).toEqual([ok]);
   });
