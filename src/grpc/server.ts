@@ -58,6 +58,8 @@ const HTTP2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 /** Bytes enough to tell the HTTP/2 preface from an HTTP/1.1 request line. */
 const SNIFF_BYTES = 3;
 const SESSION_WINDOW_BYTES = 16 * 1024 * 1024;
+/** After the grace period, how long cancelled calls get to flush their status. */
+const SHUTDOWN_FLUSH_MS = 1000;
 
 const kKeepalive = Symbol("grpc.keepalive");
 type KeepaliveSession = ServerHttp2Session & { [kKeepalive]?: SessionKeepalive };
@@ -176,14 +178,19 @@ export class GrpcServer implements CallHost {
     this.closing = true;
     const listenerClosed = new Promise<void>((resolve) => (this.listener ? this.listener.close(() => resolve()) : resolve()));
     for (const session of this.sessions) if (!session.closed) session.close();
-    for (const socket of this.http1Sockets) socket.end();
     this.h1.closeIdleConnections();
     const deadline = Date.now() + graceMs;
-    while (this.calls.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    await this.waitFor(() => this.calls.size === 0 && this.http1Sockets.size === 0, deadline);
     for (const call of [...this.calls]) call.shutdown();
+    // Let the UNAVAILABLE trailers go out and the sessions close on their own, briefly.
+    await this.waitFor(() => this.sessions.size === 0, Date.now() + SHUTDOWN_FLUSH_MS);
     for (const session of this.sessions) session.destroy();
     for (const socket of this.http1Sockets) socket.destroy();
     await listenerClosed;
+  }
+
+  private async waitFor(done: () => boolean, deadline: number): Promise<void> {
+    while (!done() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
   }
 
   callClosed(call: Http2Call): void {
