@@ -22,7 +22,7 @@ async function main(): Promise<void> {
   const r = await runCrashCycles({ kills, seed, segmentSizeBytes, log: (l) => console.log(l) });
   const s = ((performance.now() - started) / 1000).toFixed(1);
   console.log(
-    `survived ${r.kills} kills in ${s} s: ${r.ackedSaves} acknowledged saves all intact, ${r.tornRecoveries} recoveries kept unacknowledged writes, ${r.repairs} torn tails repaired, last index ${r.lastIndex}, ${r.snapshots} snapshot markers`,
+    `survived ${r.kills} kills in ${s} s: ${r.ackedSaves} acknowledged saves all intact, ${r.tornRecoveries} recoveries kept unacknowledged writes, ${r.tornTails} kills left a torn tail, ${r.repairs} torn tails repaired by the restarted child, last index ${r.lastIndex}, ${r.snapshots} snapshot markers`,
   );
 }
 

@@ -60,11 +60,14 @@ async function main(): Promise<void> {
       term++;
       start = commit + 1 + int(lastIndex - commit);
     }
-    const count = 1 + int(8);
+    // Now and then a big save (~1.5 MiB): its pwrite spans hundreds of pages, so a kill aimed
+    // at it can land mid-write and leave a torn tail for the next open to repair.
+    const big = rand() < 0.03;
+    const count = big ? 64 : 1 + int(8);
     const sizes: number[] = [];
     const batch: Entry[] = [];
     for (let k = 0; k < count; k++) {
-      const size = rand() < 0.05 ? 3000 + int(3000) : int(400);
+      const size = big ? 24_000 : rand() < 0.05 ? 3000 + int(3000) : int(400);
       sizes.push(size);
       batch.push({ index: start + k, term, type: EntryType.Normal, data: entryData(start + k, term, size) });
       terms[start + k] = term;

@@ -65,6 +65,8 @@ export interface CrashRunResult {
   tornRecoveries: number;
   /** Torn tails the child repaired when it reopened the WAL. */
   repairs: number;
+  /** Kills that left a torn record at the tail (seen by the check right after the kill). */
+  tornTails: number;
   lastIndex: number;
   snapshots: number;
 }
@@ -78,7 +80,14 @@ interface ChildRun {
   stderr: string;
 }
 
-async function runChild(command: string[], dir: string, seed: number, snap: { index: number; term: number }, segmentSizeBytes: number, killAfter: (ready: boolean) => number | undefined): Promise<ChildRun> {
+/** When to kill: `ms` after start or after "ready"; with `onBig`, right after a big save is issued. */
+interface KillPlan {
+  afterStartMs?: number;
+  afterReadyMs?: number;
+  afterBigSaveMs?: number;
+}
+
+async function runChild(command: string[], dir: string, seed: number, snap: { index: number; term: number }, segmentSizeBytes: number, plan: KillPlan): Promise<ChildRun> {
   const child = spawn(process.execPath, [...command, dir, String(seed), String(snap.index), String(snap.term), String(segmentSizeBytes)], {
     cwd: REPO,
     stdio: ["ignore", "pipe", "pipe"],
@@ -91,7 +100,7 @@ async function runChild(command: string[], dir: string, seed: number, snap: { in
     clearTimeout(timer);
     timer = setTimeout(() => child.kill("SIGKILL"), ms);
   };
-  arm(killAfter(false));
+  arm(plan.afterStartMs);
   child.stderr.on("data", (d: Buffer) => (run.stderr += d.toString()));
   child.stdout.on("data", (d: Buffer) => {
     buffered += d.toString();
@@ -101,7 +110,7 @@ async function runChild(command: string[], dir: string, seed: number, snap: { in
       buffered = buffered.slice(nl + 1);
       if (parts[0] === "ready") {
         run.ready = true;
-        arm(killAfter(true));
+        arm(plan.afterReadyMs);
       } else if (parts[0] === "try") {
         const id = Number(parts[1]);
         const n = parts.slice(3).map(Number);
@@ -111,6 +120,10 @@ async function runChild(command: string[], dir: string, seed: number, snap: { in
             : { kind: "E", start: n[0]!, count: n[1]!, term: n[2]!, hs: { term: n[3]!, vote: n[4]!, commit: n[5]! } };
         run.tries.set(id, t);
         run.order.push(id);
+        if (t.kind === "E" && t.count >= 64 && plan.afterBigSaveMs !== undefined) {
+          arm(plan.afterBigSaveMs);
+          plan.afterBigSaveMs = undefined;
+        }
       } else if (parts[0] === "warn" && parts[1] === "repairing") {
         run.repairs++;
       } else if (parts[0] === "ack") {
@@ -149,7 +162,7 @@ export async function runCrashCycles(opts: CrashRunOptions): Promise<CrashRunRes
   const dir = path.join(root, "wal");
   const walOpts = { segmentSizeBytes, maxWals: 3 };
   const command = await childCommand();
-  const result: CrashRunResult = { kills: 0, ackedSaves: 0, tornRecoveries: 0, repairs: 0, lastIndex: 0, snapshots: 0 };
+  const result: CrashRunResult = { kills: 0, ackedSaves: 0, tornRecoveries: 0, repairs: 0, tornTails: 0, lastIndex: 0, snapshots: 0 };
   try {
     await (await WAL.create(dir, { memberId: 1, clusterId: 1 }, walOpts)).close();
     let model: TermLog = [0];
@@ -157,10 +170,14 @@ export async function runCrashCycles(opts: CrashRunOptions): Promise<CrashRunRes
     let snap = { index: 0, term: 0 };
     for (let k = 0; k < opts.kills; k++) {
       const childSeed = Math.floor(rand() * 2 ** 31);
-      // Mostly kill while saving; sometimes during start-up, open or repair.
-      const early = rand() < 0.2;
-      const delayMs = early ? Math.floor(rand() * 300) : 5 + Math.floor(rand() * 100);
-      const run = await runChild(command.args, dir, childSeed, snap, segmentSizeBytes, (ready) => (early ? (ready ? undefined : delayMs) : ready ? delayMs : undefined));
+      // Mostly kill while saving; sometimes during start-up, open or repair; sometimes aimed at
+      // a big write in flight (with a fallback kill in case no big save comes).
+      const mode = rand();
+      const early = mode < 0.2;
+      const aimed = mode >= 0.8;
+      const delayMs = early ? Math.floor(rand() * 300) : aimed ? Math.floor(rand() * 3) : 5 + Math.floor(rand() * 100);
+      const plan: KillPlan = early ? { afterStartMs: delayMs } : aimed ? { afterBigSaveMs: delayMs, afterReadyMs: 400 } : { afterReadyMs: delayMs };
+      const run = await runChild(command.args, dir, childSeed, snap, segmentSizeBytes, plan);
       result.kills++;
       result.repairs += run.repairs;
 
@@ -191,7 +208,10 @@ export async function runCrashCycles(opts: CrashRunOptions): Promise<CrashRunRes
       // Reopen a copy, so the real directory is repaired by the next child (kills during repair).
       const scratch = path.join(root, `check-${k}`);
       fs.cpSync(dir, scratch, { recursive: true });
-      const r = await WAL.open(scratch, snap, walOpts);
+      let tornAtKill = 0;
+      const checkLogger = { info: () => {}, error: () => {}, warn: (_o: Record<string, unknown>, msg: string) => void (msg === "repairing torn WAL tail" && tornAtKill++) };
+      const r = await WAL.open(scratch, snap, { ...walOpts, logger: checkLogger });
+      result.tornTails += tornAtKill;
       await r.wal.close();
       removeDir(scratch);
 
@@ -226,7 +246,7 @@ export async function runCrashCycles(opts: CrashRunOptions): Promise<CrashRunRes
       model = recovered;
       hardState = r.hardState;
       result.lastIndex = model.length - 1;
-      log(`kill ${k + 1}/${opts.kills}: ${early ? "early " : ""}after ${delayMs} ms, ${run.acked.size} acks, ${pending.length} unacked, last index ${result.lastIndex}, snapshot ${snap.index}`);
+      log(`kill ${k + 1}/${opts.kills}: ${early ? "early " : aimed ? "aimed " : ""}after ${delayMs} ms, ${run.acked.size} acks, ${pending.length} unacked, ${tornAtKill ? "torn tail, " : ""}last index ${result.lastIndex}, snapshot ${snap.index}`);
     }
     return result;
   } finally {

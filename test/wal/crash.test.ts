@@ -7,7 +7,7 @@ describe("WAL crash safety (SIGKILL)", () => {
     const seed = seedFromEnv(Date.now() % 1_000_000);
     console.log(`crash test seed ${seed} (replay with SEED=${seed})`);
     const r = await runCrashCycles({ kills: 50, seed });
-    console.log(`crash test: ${r.kills} kills survived, ${r.ackedSaves} acknowledged saves, ${r.tornRecoveries} recoveries kept unacknowledged data, ${r.repairs} torn tails repaired, last index ${r.lastIndex}, ${r.snapshots} snapshot markers`);
+    console.log(`crash test: ${r.kills} kills survived, ${r.ackedSaves} acknowledged saves, ${r.tornRecoveries} recoveries kept unacknowledged data, ${r.tornTails} kills left a torn tail, ${r.repairs} repaired by the restarted child, last index ${r.lastIndex}, ${r.snapshots} snapshot markers`);
     expect(r.kills).toBe(50);
     expect(r.ackedSaves).toBeGreaterThan(0);
   }, 180_000);
