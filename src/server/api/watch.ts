@@ -262,7 +262,8 @@ class ServerWatchStream implements LeaderBound {
   private sendEvents(r: MvccWatchResponse): boolean {
     if (this.closed || this.call.ended) return true;
     const wr: WatchResponse = {
-      header: header(this.s, r.revision),
+      // etcd's compaction cancel carries no revision (its mvcc response leaves it 0).
+      header: header(this.s, r.compactRevision ? 0 : r.revision),
       watchId: r.watchId,
       events: r.events,
       compactRevision: r.compactRevision ?? 0,

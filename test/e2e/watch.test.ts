@@ -1,0 +1,496 @@
+/**
+ * etcdserverpb.Watch over a real three-member cluster, driven by a plain @grpc/grpc-js client (protos
+ * from proto/, snake_case fields, int64 as strings). Every expectation was first checked against
+ * etcd 3.4 (E2E_TARGET=etcd).
+ */
+import * as grpc from "@grpc/grpc-js";
+import * as loader from "@grpc/proto-loader";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Cluster, ROOT, eventually } from "./harness.js";
+
+// ---------------------------------------------------------------- a minimal grpc-js client
+
+interface Header {
+  cluster_id: string;
+  member_id: string;
+  revision: string;
+  raft_term: string;
+}
+interface Kv {
+  key: Buffer;
+  value: Buffer;
+  create_revision: string;
+  mod_revision: string;
+  version: string;
+}
+interface Ev {
+  type: "PUT" | "DELETE";
+  kv: Kv;
+  prev_kv: Kv | null;
+}
+interface WatchResp {
+  header: Header;
+  watch_id: string;
+  created: boolean;
+  canceled: boolean;
+  compact_revision: string;
+  cancel_reason: string;
+  fragment: boolean;
+  events: Ev[];
+}
+type Unary = (req: object, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: never) => void) => void;
+type Ctor = new (address: string, creds: grpc.ChannelCredentials, options?: object) => grpc.Client;
+
+const pkg = grpc.loadPackageDefinition(
+  loader.loadSync(["etcdserverpb/rpc.proto"], {
+    includeDirs: [join(ROOT, "proto")],
+    keepCase: true,
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  }),
+) as unknown as { etcdserverpb: Record<string, Ctor> };
+
+const CLIENT_OPTS = { "grpc.max_receive_message_length": 64 * 1024 * 1024 };
+
+function unary<T>(client: grpc.Client, method: string, req: object, md = new grpc.Metadata()): Promise<T> {
+  const fn = (client as unknown as Record<string, Unary>)[method]!.bind(client);
+  return new Promise((resolve, reject) =>
+    fn(req, md, { deadline: Date.now() + 10_000 }, (e, r) => (e ? reject(e) : resolve(r as T))),
+  );
+}
+
+class Kvc {
+  readonly c: grpc.Client;
+  constructor(endpoint: string) {
+    this.c = new pkg.etcdserverpb.KV!(endpoint, grpc.credentials.createInsecure(), CLIENT_OPTS);
+  }
+  async put(key: string, value: string | Buffer): Promise<number> {
+    const r = await unary<{ header: Header }>(this.c, "Put", { key: Buffer.from(key), value: Buffer.from(value) });
+    return Number(r.header.revision);
+  }
+  async del(key: string, prefix = false): Promise<number> {
+    const range_end = prefix ? prefixEnd(key) : Buffer.alloc(0);
+    const r = await unary<{ header: Header }>(this.c, "DeleteRange", { key: Buffer.from(key), range_end });
+    return Number(r.header.revision);
+  }
+  async header(): Promise<Header> {
+    return (await unary<{ header: Header }>(this.c, "Range", { key: Buffer.from("\0") })).header;
+  }
+  async compact(revision: number): Promise<void> {
+    await unary(this.c, "Compact", { revision, physical: true });
+  }
+}
+
+function prefixEnd(p: string): Buffer {
+  const b = Buffer.from(p);
+  b[b.length - 1]! += 1;
+  return b;
+}
+
+/** One Watch stream: requests out, every response queued in arrival order. */
+class WatchClient {
+  readonly client: grpc.Client;
+  readonly call: grpc.ClientDuplexStream<object, WatchResp>;
+  private readonly queue: WatchResp[] = [];
+  private wake: (() => void) | undefined;
+  /** The stream's final status (error) once it ended. */
+  ended: grpc.ServiceError | "ok" | undefined;
+
+  constructor(endpoint: string, md = new grpc.Metadata()) {
+    this.client = new pkg.etcdserverpb.Watch!(endpoint, grpc.credentials.createInsecure(), CLIENT_OPTS);
+    const fn = (this.client as unknown as Record<string, (md: grpc.Metadata) => grpc.ClientDuplexStream<object, WatchResp>>).Watch!;
+    this.call = fn.call(this.client, md);
+    this.call.on("data", (r: WatchResp) => {
+      this.queue.push(r);
+      this.wake?.();
+    });
+    this.call.on("error", (e: grpc.ServiceError) => {
+      this.ended = e;
+      this.wake?.();
+    });
+    this.call.on("end", () => {
+      this.ended ??= "ok";
+      this.wake?.();
+    });
+  }
+
+  create(req: Record<string, unknown>): void {
+    const r: Record<string, unknown> = { ...req };
+    if (typeof r.key === "string") r.key = Buffer.from(r.key);
+    if (typeof r.range_end === "string") r.range_end = Buffer.from(r.range_end);
+    this.call.write({ create_request: r });
+  }
+  cancel(watchId: number | string): void {
+    this.call.write({ cancel_request: { watch_id: watchId } });
+  }
+  progress(): void {
+    this.call.write({ progress_request: {} });
+  }
+
+  /** The next response (in arrival order). */
+  async next(timeoutMs = 10_000): Promise<WatchResp> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.queue.length === 0) {
+      if (this.ended !== undefined) throw new Error(`watch stream ended: ${this.ended === "ok" ? "OK" : this.ended.message}`);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error("no watch response in time");
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, left);
+        this.wake = () => {
+          clearTimeout(t);
+          r();
+        };
+      });
+      this.wake = undefined;
+    }
+    return this.queue.shift()!;
+  }
+
+  /** Creates a watcher and returns its created response. */
+  async watch(req: Record<string, unknown>): Promise<WatchResp> {
+    this.create(req);
+    const r = await this.next();
+    expect(r.created).toBe(true);
+    return r;
+  }
+
+  /** Responses until they carry at least `n` events in total for `watchId` (events flattened). */
+  async events(watchId: string, n: number, timeoutMs = 15_000): Promise<Ev[]> {
+    return (await this.eventResponses(watchId, n, timeoutMs)).flatMap((r) => r.events);
+  }
+
+  async eventResponses(watchId: string, n: number, timeoutMs = 15_000): Promise<WatchResp[]> {
+    const out: WatchResp[] = [];
+    let count = 0;
+    while (count < n) {
+      const r = await this.next(timeoutMs);
+      expect(r.watch_id).toBe(watchId);
+      out.push(r);
+      count += r.events.length;
+    }
+    return out;
+  }
+
+  close(): void {
+    this.call.cancel();
+    this.client.close();
+  }
+}
+
+const s = (b: Buffer | undefined | null) => (b ?? Buffer.alloc(0)).toString();
+
+// ---------------------------------------------------------------- the suite
+
+let cluster: Cluster;
+let kv: Kvc;
+const open: WatchClient[] = [];
+
+function watchClient(endpoint = cluster.members[0]!.endpoint, md?: grpc.Metadata): WatchClient {
+  const w = new WatchClient(endpoint, md);
+  open.push(w);
+  return w;
+}
+
+beforeAll(async () => {
+  cluster = await Cluster.create({
+    size: 3,
+    extraArgs: [
+      "--heartbeat-interval=50",
+      "--election-timeout=500",
+      // Small enough that a delete of a few large keys with prev_kv fragments (limit + 512 KiB overhead).
+      "--max-request-bytes=200000",
+      "--experimental-watch-progress-notify-interval=500ms",
+    ],
+  });
+  await cluster.start();
+  kv = new Kvc(cluster.members[0]!.endpoint);
+});
+afterAll(async () => {
+  for (const w of open) w.close();
+  kv?.c.close();
+  await cluster?.destroy();
+});
+
+describe("watch", () => {
+  it("create answers created with an id and the current revision; events follow; cancel stops them", async () => {
+    const rev0 = await kv.put("wc/a", "0");
+    const w = watchClient();
+    const created = await w.watch({ key: "wc/a" });
+    expect(created.watch_id).toBe("0");
+    expect(created.canceled).toBe(false);
+    expect(created.events).toEqual([]);
+    expect(Number(created.header.revision)).toBe(rev0);
+    const h = await kv.header();
+    expect(created.header.cluster_id).toBe(h.cluster_id);
+    expect(created.header.member_id).toBe(h.member_id);
+    expect(created.header.raft_term).toBe(h.raft_term);
+
+    const rev1 = await kv.put("wc/a", "1");
+    const r = await w.next();
+    expect(r.watch_id).toBe("0");
+    expect(Number(r.header.revision)).toBe(rev1);
+    expect(r.events.map((e) => [e.type, s(e.kv.key), s(e.kv.value), Number(e.kv.mod_revision)])).toEqual([["PUT", "wc/a", "1", rev1]]);
+    expect(r.events[0]!.prev_kv).toBeNull();
+
+    w.cancel(0);
+    const c = await w.next();
+    expect(c).toMatchObject({ watch_id: "0", canceled: true, created: false, events: [] });
+    expect(Number(c.header.revision)).toBe(rev1);
+
+    // A watcher created after the cancel sees the next writes; the canceled one none.
+    const second = await w.watch({ key: "wc/b" });
+    expect(second.watch_id).toBe("1");
+    await kv.put("wc/a", "2");
+    await kv.put("wc/b", "x");
+    const next = await w.next();
+    expect(next.watch_id).toBe("1");
+    expect(s(next.events[0]!.kv.key)).toBe("wc/b");
+  });
+
+  it("canceling an unknown id gets no answer", async () => {
+    const w = watchClient();
+    await w.watch({ key: "wu/a" });
+    w.cancel(42);
+    await kv.put("wu/a", "1");
+    const r = await w.next();
+    expect(r.watch_id).toBe("0");
+    expect(r.canceled).toBe(false);
+    expect(r.events).toHaveLength(1);
+  });
+
+  it("honours a client-given watch id; a duplicate id or an empty range is created and canceled at once", async () => {
+    const w = watchClient();
+    const rev = Number((await kv.header()).revision);
+    const mine = await w.watch({ key: "wd/a", watch_id: 7 });
+    expect(mine.watch_id).toBe("7");
+    const dup = await w.watch({ key: "wd/b", watch_id: 7 });
+    expect(dup).toMatchObject({ watch_id: "-1", created: true, canceled: true, cancel_reason: "mvcc: duplicate watch ID provided on the WatchStream" });
+    expect(Number(dup.header.revision)).toBe(rev);
+    const empty = await w.watch({ key: "wd/z", range_end: "wd/a" });
+    expect(empty).toMatchObject({ watch_id: "-1", created: true, canceled: true, cancel_reason: "mvcc: watcher range is empty" });
+    const same = await w.watch({ key: "wd/a", range_end: "wd/a" });
+    expect(same).toMatchObject({ watch_id: "-1", canceled: true, cancel_reason: "mvcc: watcher range is empty" });
+    // Auto ids skip the taken one.
+    const auto = await w.watch({ key: "wd/c" });
+    expect(auto.watch_id).toBe("0");
+    await kv.put("wd/a", "1");
+    const r = await w.next();
+    expect(r.watch_id).toBe("7");
+  });
+
+  it("multiplexes several watchers (key, prefix, from-key) on one stream", async () => {
+    const w = watchClient();
+    const one = await w.watch({ key: "wm/a" });
+    const prefix = await w.watch({ key: "wm/", range_end: prefixEnd("wm/") });
+    const fromKey = await w.watch({ key: "wm/b", range_end: Buffer.from([0]) });
+    expect([one.watch_id, prefix.watch_id, fromKey.watch_id]).toEqual(["0", "1", "2"]);
+    const r1 = await kv.put("wm/a", "1");
+    const r2 = await kv.put("wm/b", "2");
+    const got: Array<[string, string, number]> = [];
+    while (got.length < 4) {
+      const r = await w.next();
+      for (const e of r.events) got.push([r.watch_id, s(e.kv.key), Number(r.header.revision)]);
+    }
+    got.sort((a, b) => a[2] - b[2] || a[0].localeCompare(b[0]));
+    expect(got).toEqual([
+      ["0", "wm/a", r1],
+      ["1", "wm/a", r1],
+      ["1", "wm/b", r2],
+      ["2", "wm/b", r2],
+    ]);
+  });
+
+  it("a start revision in the past replays history, then continues live", async () => {
+    const r1 = await kv.put("wp/k", "1");
+    const r2 = await kv.put("wp/k", "2");
+    const r3 = await kv.del("wp/k");
+    const w = watchClient();
+    const created = await w.watch({ key: "wp/k", start_revision: r1 });
+    expect(Number(created.header.revision)).toBe(r3);
+    const history = await w.events("0", 3);
+    expect(history.map((e) => [e.type, Number(e.kv.mod_revision), s(e.kv.value)])).toEqual([
+      ["PUT", r1, "1"],
+      ["PUT", r2, "2"],
+      ["DELETE", r3, ""],
+    ]);
+    const r4 = await kv.put("wp/k", "4");
+    const live = await w.next();
+    expect(live.events.map((e) => [e.type, Number(e.kv.mod_revision), Number(e.kv.version)])).toEqual([["PUT", r4, 1]]);
+  });
+
+  it("a compacted start revision cancels the watcher with compact_revision", async () => {
+    const r1 = await kv.put("wx/k", "1");
+    await kv.put("wx/k", "2");
+    const r3 = await kv.put("wx/k", "3");
+    await kv.compact(r3);
+    const w = watchClient();
+    const created = await w.watch({ key: "wx/k", start_revision: r1 });
+    expect(created.canceled).toBe(false);
+    const c = await w.next();
+    expect(c).toMatchObject({ watch_id: created.watch_id, canceled: true, compact_revision: String(r3), events: [] });
+    // etcd 3.4 gives no cancel_reason here: clients derive ErrCompacted from compact_revision.
+    expect(c.cancel_reason).toBe("");
+    // ... and, like etcd's mvcc response for it, no revision in the header.
+    expect(c.header.revision).toBe("0");
+    // A start at the compaction revision itself is still readable.
+    const ok = await w.watch({ key: "wx/k", start_revision: r3 });
+    const ev = await w.events(ok.watch_id, 1);
+    expect(Number(ev[0]!.kv.mod_revision)).toBe(r3);
+  });
+
+  it("prev_kv carries the previous value of puts and deletes", async () => {
+    await kv.put("wk/a", "v1");
+    const w = watchClient();
+    await w.watch({ key: "wk/a", prev_kv: true });
+    await kv.put("wk/a", "v2");
+    await kv.del("wk/a");
+    await kv.put("wk/a", "v3");
+    const evs = await w.events("0", 3);
+    expect(evs.map((e) => [e.type, s(e.kv.value), e.prev_kv === null ? null : s(e.prev_kv.value)])).toEqual([
+      ["PUT", "v2", "v1"],
+      ["DELETE", "", "v2"],
+      ["PUT", "v3", null],
+    ]);
+  });
+
+  it("filters drop puts (NOPUT) or deletes (NODELETE)", async () => {
+    const w = watchClient();
+    await w.watch({ key: "wf/", range_end: prefixEnd("wf/"), filters: ["NOPUT"] });
+    await w.watch({ key: "wf/", range_end: prefixEnd("wf/"), filters: ["NODELETE"] });
+    await kv.put("wf/a", "1");
+    await kv.del("wf/a");
+    await kv.put("wf/b", "2");
+    const seen: string[] = [];
+    while (seen.length < 3) {
+      const r = await w.next();
+      for (const e of r.events) seen.push(`${r.watch_id} ${e.type} ${s(e.kv.key)}`);
+    }
+    expect(seen.sort()).toEqual(["0 DELETE wf/a", "1 PUT wf/a", "1 PUT wf/b"]);
+  });
+
+  it("a progress request is answered with watch id -1 at the current revision", async () => {
+    const w = watchClient();
+    await w.watch({ key: "wg/a" });
+    const rev = await kv.put("wz/other", "x");
+    w.progress();
+    const p = await w.next();
+    expect(p).toMatchObject({ watch_id: "-1", created: false, canceled: false, events: [] });
+    expect(Number(p.header.revision)).toBe(rev);
+    // Also on a stream without watchers.
+    const bare = watchClient();
+    bare.progress();
+    expect((await bare.next()).watch_id).toBe("-1");
+  });
+
+  it("progress_notify sends empty responses to an idle watcher", async () => {
+    const w = watchClient();
+    const created = await w.watch({ key: "wn/a", progress_notify: true });
+    const rev = Number((await kv.header()).revision);
+    const p = await w.next(10_000);
+    expect(p).toMatchObject({ watch_id: created.watch_id, events: [], canceled: false });
+    expect(Number(p.header.revision)).toBeGreaterThanOrEqual(rev);
+  });
+
+  it("fragment splits a revision larger than the response limit; without it one response", async () => {
+    const value = Buffer.alloc(100_000, "v");
+    for (let i = 0; i < 10; i++) await kv.put(`wfrag/${i}`, value);
+    const w = watchClient();
+    await w.watch({ key: "wfrag/", range_end: prefixEnd("wfrag/"), prev_kv: true, fragment: true });
+    await w.watch({ key: "wfrag/", range_end: prefixEnd("wfrag/"), prev_kv: true });
+    const rev = await kv.del("wfrag/", true);
+    const parts: WatchResp[] = [];
+    let whole: WatchResp | undefined;
+    while (whole === undefined || parts.length === 0 || parts[parts.length - 1]!.fragment) {
+      const r = await w.next();
+      if (r.watch_id === "0") parts.push(r);
+      else whole = r;
+    }
+    expect(parts.length).toBeGreaterThan(1);
+    expect(parts.slice(0, -1).every((p) => p.fragment)).toBe(true);
+    for (const p of parts) expect(Number(p.header.revision)).toBe(rev);
+    const keys = parts.flatMap((p) => p.events.map((e) => s(e.kv.key)));
+    expect(keys).toEqual(Array.from({ length: 10 }, (_, i) => `wfrag/${i}`));
+    expect(parts.flatMap((p) => p.events).every((e) => e.type === "DELETE" && e.prev_kv?.value.length === 100_000)).toBe(true);
+    expect(whole.fragment).toBe(false);
+    expect(whole.events).toHaveLength(10);
+  });
+
+  it("many events arrive in order with no gaps, also when the client stops reading for a while", async () => {
+    const w = watchClient();
+    const created = await w.watch({ key: "wo/", range_end: prefixEnd("wo/") });
+    const start = Number(created.header.revision) + 1;
+    w.call.pause(); // the client stops reading: the server must park, not buffer without bound
+    const N = 1000;
+    const value = Buffer.alloc(2048, "x");
+    let next = 0;
+    const writer = async () => {
+      while (next < N) {
+        const i = next++;
+        await kv.put(`wo/${i % 50}`, value);
+      }
+    };
+    await Promise.all(Array.from({ length: 16 }, writer));
+    w.call.resume();
+    const resps = await w.eventResponses("0", N, 30_000);
+    const evs = resps.flatMap((r) => r.events);
+    expect(evs).toHaveLength(N);
+    // One response per revision unless the stream was parked and caught up from the backend in batches.
+    expect(resps.length).toBeLessThan(N);
+    const revs = evs.map((e) => Number(e.kv.mod_revision));
+    expect(revs).toEqual(Array.from({ length: N }, (_, i) => start + i));
+  });
+
+  it("a watcher on a follower sees the writes made through the leader", async () => {
+    const status = await Promise.all(
+      cluster.members.map(async (m) => {
+        const c = new pkg.etcdserverpb.Maintenance!(m.endpoint, grpc.credentials.createInsecure());
+        try {
+          const r = await unary<{ leader: string; header: Header }>(c, "Status", {});
+          return { m, leader: r.leader, id: r.header.member_id };
+        } finally {
+          c.close();
+        }
+      }),
+    );
+    const leaderId = status[0]!.leader;
+    const leader = status.find((x) => x.id === leaderId)!.m;
+    const follower = status.find((x) => x.id !== leaderId)!.m;
+    const w = watchClient(follower.endpoint);
+    const created = await w.watch({ key: "wl/k" });
+    expect(created.header.member_id).not.toBe(leaderId);
+    const lkv = new Kvc(leader.endpoint);
+    try {
+      const rev = await lkv.put("wl/k", "from-leader");
+      const evs = await w.events("0", 1);
+      expect([s(evs[0]!.kv.value), Number(evs[0]!.kv.mod_revision)]).toEqual(["from-leader", rev]);
+    } finally {
+      lkv.c.close();
+    }
+  });
+
+  // Destructive: stops two members. Keep last.
+  it("with hasleader, a stream ends with 'no leader' once the member loses its leader; new ones are refused", async () => {
+    const survivor = cluster.members[2]!;
+    const md = new grpc.Metadata();
+    md.set("hasleader", "true");
+    const w = watchClient(survivor.endpoint, md);
+    await w.watch({ key: "wh/k" });
+    const plain = watchClient(survivor.endpoint);
+    await plain.watch({ key: "wh/k" });
+    await cluster.members[0]!.kill("SIGKILL");
+    await cluster.members[1]!.kill("SIGKILL");
+    const err = await eventually(async () => (w.ended !== undefined ? w.ended : undefined), 20_000, "hasleader stream end");
+    expect(err).not.toBe("ok");
+    expect((err as grpc.ServiceError).code).toBe(grpc.status.UNAVAILABLE);
+    expect((err as grpc.ServiceError).details).toBe("etcdserver: no leader");
+    // The stream without hasleader stays open.
+    expect(plain.ended).toBeUndefined();
+    const late = watchClient(survivor.endpoint, md);
+    const lateErr = await eventually(async () => (late.ended !== undefined ? late.ended : undefined), 10_000, "refused stream");
+    expect((lateErr as grpc.ServiceError).code).toBe(grpc.status.UNAVAILABLE);
+    expect((lateErr as grpc.ServiceError).details).toBe("etcdserver: no leader");
+  });
+});
