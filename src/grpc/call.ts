@@ -30,10 +30,24 @@ export interface RegisteredMethod {
   readonly handler: AnyHandler;
 }
 
+/**
+ * Per-call events for metrics (etcd exports grpc_server_started_total,
+ * grpc_server_handled_total{grpc_code}, grpc_server_msg_received_total and
+ * grpc_server_msg_sent_total per method).
+ */
+export interface CallObserver {
+  started(method: MethodDescriptor): void;
+  /** The status the call ended with (CANCELLED when the client went away first). */
+  handled(method: MethodDescriptor, code: Status): void;
+  received(method: MethodDescriptor): void;
+  sent(method: MethodDescriptor): void;
+}
+
 /** What a call needs from its server. */
 export interface CallHost {
   readonly maxReceiveMessageBytes: number;
   readonly maxSendMessageBytes: number;
+  readonly observer: CallObserver | undefined;
   callClosed(call: Http2Call): void;
 }
 
@@ -116,6 +130,7 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
     this.host = host;
     this.method = registered.descriptor.path;
     this.deframer = new MessageDeframer(host.maxReceiveMessageBytes);
+    host.observer?.started(registered.descriptor);
     stream.on("data", onStreamData);
     stream.on("end", onStreamEnd);
     stream.on("close", onStreamClose);
@@ -187,6 +202,7 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
       throw new GrpcError(Status.INTERNAL, `grpc: error unmarshalling request: ${(err as Error).message}`);
     }
     this.received++;
+    this.host.observer?.received(this.registered.descriptor);
     if (this.requests) {
       this.requests.push(request);
     } else if (this.received === 1) {
@@ -214,6 +230,7 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
     if (!this.finished) {
       // The client reset the stream or the connection died before the status went out.
       this.finished = true;
+      this.host.observer?.handled(this.registered.descriptor, Status.CANCELLED);
       this.cancel(cancelledError("context canceled"));
     }
     this.releaseDrainWaiters();
@@ -311,6 +328,11 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
     if (!frame) return;
     this.finished = true;
     this.clearTimer();
+    const observer = this.host.observer;
+    if (observer) {
+      observer.sent(this.registered.descriptor);
+      observer.handled(this.registered.descriptor, Status.OK);
+    }
     const stream = this.stream;
     if (stream.destroyed) return;
     stream.respond(RESPONSE_HEADERS, RESPOND_OPTIONS);
@@ -347,6 +369,7 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
     const stream = this.stream;
     if (stream.destroyed) return true;
     if (!stream.headersSent) stream.respond(RESPONSE_HEADERS, RESPOND_OPTIONS);
+    this.host.observer?.sent(this.registered.descriptor);
     return stream.write(frame);
   }
 
@@ -380,6 +403,7 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
 
   private sendStatus(code: Status, message: string, extra: Readonly<Record<string, string>> | undefined): void {
     this.finished = true;
+    this.host.observer?.handled(this.registered.descriptor, code);
     this.clearTimer();
     this.requests?.destroy(cancelledError("call ended"));
     const stream = this.stream;

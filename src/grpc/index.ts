@@ -17,6 +17,7 @@ export type {
   UnaryHandler,
 } from "./handler.js";
 export type { Metadata } from "./metadata.js";
+export type { CallObserver } from "./call.js";
 export { ProtoCodecs, type MessageCodec, type MethodDescriptor } from "./codec.js";
 export { loadEtcdCodecs, PROTO_DIR, ETCD_API_FILES } from "./protos.js";
 export type { HttpHandler, HttpRequest, HttpResponse } from "./http.js";

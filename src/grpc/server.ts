@@ -10,7 +10,7 @@ import http2, { type IncomingHttpHeaders, type ServerHttp2Session, type ServerHt
 import net, { type AddressInfo, type Socket } from "node:net";
 import tls from "node:tls";
 import type { ProtoCodecs } from "./codec.js";
-import { type CallHost, Http2Call, type RegisteredMethod, respondTrailersOnly } from "./call.js";
+import { type CallHost, type CallObserver, Http2Call, type RegisteredMethod, respondTrailersOnly } from "./call.js";
 import { parseGrpcTimeout } from "./deadline.js";
 import { handlerOf, methodKind } from "./handler.js";
 import { type HttpHandler, serveHttp1, serveHttp2 } from "./http.js";
@@ -52,6 +52,8 @@ export interface GrpcServerOptions {
   maxSessionMemoryMb?: number;
   /** Time close() waits for calls to finish before cancelling them. */
   shutdownGraceMs?: number;
+  /** Per-call events, for metrics. */
+  observer?: CallObserver;
 }
 
 const HTTP2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -74,6 +76,7 @@ function isGrpcContentType(ct: string | undefined): boolean {
 export class GrpcServer implements CallHost {
   readonly maxReceiveMessageBytes: number;
   readonly maxSendMessageBytes: number;
+  readonly observer: CallObserver | undefined;
   private readonly options: GrpcServerOptions;
   private readonly keepalive: KeepaliveOptions;
   private readonly codecs: ProtoCodecs;
@@ -93,6 +96,7 @@ export class GrpcServer implements CallHost {
     this.maxReceiveMessageBytes = options.maxReceiveMessageBytes ?? DEFAULT_MAX_REQUEST_BYTES + GRPC_OVERHEAD_BYTES;
     this.maxSendMessageBytes = options.maxSendMessageBytes ?? 2 ** 31 - 1;
     this.keepalive = { ...DEFAULT_KEEPALIVE, ...options.keepalive };
+    this.observer = options.observer;
     this.codecs = options.codecs ?? loadEtcdCodecs();
     this.httpHandler = options.http;
     const maxConcurrentStreams = Math.max(

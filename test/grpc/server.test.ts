@@ -338,3 +338,41 @@ describe("graceful shutdown", () => {
     }
   });
 });
+
+describe("call observer (metrics hooks)", () => {
+  it("sees starts, handled codes, and messages received and sent per method", async () => {
+    const events: string[] = [];
+    const served = await serveHttp2Echo({
+      observer: {
+        started: (m) => events.push(`start ${m.name}`),
+        handled: (m, code) => events.push(`handled ${m.name} ${code}`),
+        received: (m) => events.push(`recv ${m.name}`),
+        sent: (m) => events.push(`sent ${m.name}`),
+      },
+    });
+    const client = echoClient(served.port);
+    try {
+      await unary(client.Unary, client, { payload: Buffer.from("a") });
+      await unary(client.Unary, client, { status: Status.NOT_FOUND, message: "nope" }).catch(() => {});
+      await collect(client.ServerStream({ count: 3 }));
+      const call = client.ServerStream({ count: 1_000_000, delay_ms: 5 });
+      call.on("error", () => {});
+      await new Promise<void>((resolve) => call.once("data", () => resolve()));
+      call.cancel();
+      await eventually(() => served.server.liveCalls === 0, "calls released");
+      const count = (e: string) => events.filter((x) => x === e).length;
+      expect(count("start Unary")).toBe(2);
+      expect(count("recv Unary")).toBe(2);
+      expect(count("sent Unary")).toBe(1);
+      expect(count(`handled Unary ${Status.OK}`)).toBe(1);
+      expect(count(`handled Unary ${Status.NOT_FOUND}`)).toBe(1);
+      expect(count("start ServerStream")).toBe(2);
+      expect(count(`handled ServerStream ${Status.OK}`)).toBe(1);
+      expect(count(`handled ServerStream ${Status.CANCELLED}`)).toBe(1);
+      expect(count("sent ServerStream")).toBeGreaterThanOrEqual(4);
+    } finally {
+      client.close();
+      await served.close();
+    }
+  });
+});
