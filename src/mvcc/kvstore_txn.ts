@@ -118,8 +118,7 @@ export class KvTxn {
       if (revs.length < want) revs.push(r);
       count++;
     });
-    const kvs = revs.map((r) => {
-      const row = this.core.backend.getKv(r);
+    const kvs = this.core.backend.getKvs(revs).map((row) => {
       invariant(row !== undefined && !row.tombstone, 'index revision missing from backend');
       return rowToKv(row);
     });

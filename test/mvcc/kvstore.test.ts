@@ -56,6 +56,21 @@ describe('kv store', () => {
     expect(r.kvs.map((kv) => kv.modRevision)).toEqual([3, 3]);
   });
 
+  it('large ranges come back complete and in key order (multi-row fetch)', () => {
+    const st = fresh();
+    const keys = Array.from({ length: 300 }, (_, i) => `k${String((i * 7919) % 300).padStart(3, '0')}`);
+    for (const k of keys) st.put({ key: b(k), value: b(`v-${k}`) });
+    for (const k of keys.slice(0, 100)) st.put({ key: b(k), value: b(`w-${k}`) });
+    const r = st.range({ key: b('k'), rangeEnd: b('l') });
+    expect(r.count).toBe(300);
+    const sorted = [...keys].sort();
+    expect(r.kvs.map((kv) => s(kv.key))).toEqual(sorted);
+    const rewritten = new Set(keys.slice(0, 100));
+    expect(r.kvs.every((kv) => s(kv.value) === `${rewritten.has(s(kv.key)) ? 'w' : 'v'}-${s(kv.key)}`)).toBe(true);
+    const old = st.range({ key: b('k'), rangeEnd: b('l'), revision: 301 });
+    expect(old.kvs.every((kv) => s(kv.value).startsWith('v-'))).toBe(true);
+  });
+
   it('reports compacted and future revisions with etcd messages and gRPC codes', () => {
     const st = fresh();
     for (let i = 0; i < 5; i++) st.put({ key: b('k'), value: b(String(i)) });
