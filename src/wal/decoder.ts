@@ -12,7 +12,10 @@
  *      * the header is valid, the record CRC is not, and the record's last bytes are zero with only
  *        zeros after them (the payload was cut short).
  *    A failure with non-zero data after the failing record is never torn: that is corruption in
- *    the middle, and the node must not start. Whether a torn failure may be repaired is the
+ *    the middle, and the node must not start. Trade-off: after a power loss that persisted a
+ *    later page of an unsynced write but not an earlier one, this also refuses to start (etcd
+ *    would take the hole for the end of the log); a process crash (SIGKILL) never does this,
+ *    because the kernel completes a write, or a prefix of it, in the page cache. Whether a torn failure may be repaired is the
  *    caller's decision (only in the last segment, and only after its header records).
  */
 import { crc32 } from "node:zlib";
