@@ -75,6 +75,7 @@ export class EtcdServer {
   membership: Membership;
   alarms: Alarms;
 
+  private readonly rootLogger: Logger;
   private readonly logger: Logger;
   private readonly raftLogger: Logger;
   private raw!: RawNode;
@@ -115,6 +116,7 @@ export class EtcdServer {
 
   private constructor(o: EtcdServerOptions) {
     this.config = o.config;
+    this.rootLogger = o.logger;
     this.logger = componentLogger(o.logger, "etcdserver");
     this.raftLogger = componentLogger(o.logger, "raft");
     this.onFatal = o.onFatal;
@@ -161,7 +163,7 @@ export class EtcdServer {
       clusterId: this.clusterId,
       maxWals: c.maxWals,
       maxSnapshots: c.maxSnapshots,
-      logger: componentLogger(this.logger, "wal"),
+      logger: componentLogger(this.rootLogger, "wal"),
       registry,
     });
     this.rs = storage;
@@ -226,7 +228,7 @@ export class EtcdServer {
         this.raw.reportSnapshot(id, failed);
         this.schedule();
       },
-      logger: componentLogger(this.logger, "rafthttp"),
+      logger: componentLogger(this.rootLogger, "rafthttp"),
       registry,
     });
     await this.transport.start();
