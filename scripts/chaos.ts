@@ -1,8 +1,11 @@
 /**
  * npx tsx scripts/chaos.ts --duration SECONDS --seed N --faults kill,pause,partition,oneway,delay,reset,transfer
- *                          [--target etcd|etcetera] [--clients N] [--out DIR]
+ *                          [--target etcd|etcetera] [--clients N] [--keys N] [--think-ms MS] [--out DIR]
  *                          [--inject-client-bug stale-read[=RATE]]   (TEST-ONLY: proves the checks have teeth)
  *                          [--progress-requests on|off]   (watchers' WatchProgressRequest; default off for etcd 3.4, etcd#15220)
+ *
+ * The long run (30 minutes; more keys and think time keep the history checkable):
+ *   npx tsx scripts/chaos.ts --duration 1800 --seed N --keys 24 --think-ms 20
  *
  * Runs a 3-member cluster behind link proxies with a recorded workload and seeded faults, then
  * prints the report; exit code 0 = linearizable, watch checks passed, no acknowledged write lost;
@@ -17,6 +20,8 @@ const { values } = parseArgs({
     faults: { type: "string", default: "kill,pause,partition,oneway,delay,reset,transfer" },
     target: { type: "string" },
     clients: { type: "string", default: "6" },
+    keys: { type: "string", default: "6" },
+    "think-ms": { type: "string", default: "5" },
     out: { type: "string" },
     "inject-client-bug": { type: "string" },
     /** on|off: watchers send WatchProgressRequest (default: off for etcd 3.4.23, see etcd#15220). */
@@ -51,6 +56,8 @@ try {
     durationS: Number(values.duration),
     faults: faults as Kind[],
     clients: Number(values.clients),
+    keys: Number(values.keys),
+    thinkMs: Number(values["think-ms"]),
     staleReadRate,
     ...(values["progress-requests"] !== undefined ? { progressRequests: values["progress-requests"] === "on" } : {}),
     ...(values.out !== undefined ? { outDir: values.out } : {}),

@@ -13,6 +13,7 @@ import { toWatchEvent, type EtcdConnection, type PbWatchResponse } from "./etcd_
 import { FaultInjector, type FaultKind, type FaultRecord } from "./faults.js";
 import { rng } from "./gen.js";
 import { writeRevision, type History } from "./history.js";
+import { patchUnknownWrites, type PatchStats } from "./history_patch.js";
 import { checkKvHistory } from "./linearizability.js";
 import { writeViolations } from "./timeline.js";
 import { checkWatches } from "./watch_check.js";
@@ -29,6 +30,9 @@ export interface ChaosOptions {
   /** Where violation files and the history go (default: a directory under the OS temp dir). */
   outDir?: string;
   clients?: number;
+  /** Keys the workload spreads over (more keys = smaller checker partitions for long runs). */
+  keys?: number;
+  thinkMs?: number;
   /** TEST-ONLY: the injected client bug (fraction of reads served from a client cache). */
   staleReadRate?: number;
   heartbeatMs?: number;
@@ -52,6 +56,7 @@ export interface ChaosReport {
   faultCounts: Record<string, number>;
   linearizable: "yes" | "no" | "unknown";
   checkerSteps: number;
+  unknownWrites: PatchStats;
   violations: string[];
   reportFiles: string[];
   watch: { ok: boolean; streams: number; events: number; progressNotifies: number; requiredDeliveries: number; prevKvChecked: number; violations: string[]; laggingWatchers: number[]; reconnects: number };
@@ -154,7 +159,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     await cluster.start();
     const first = await eventually(() => cluster.leader(), 30_000, "a leader");
     log(`cluster up, leader ${first.name}; peer connections by source: ${cluster.members.map((m) => `${m.name}←[${m.proxy.sources().join(",")}]`).join(" ")}`);
-    workload = new Workload({ endpoints: cluster.endpoints, seed: Math.floor(r() * 2 ** 31), clients: opts.clients ?? 6, staleReadRate: opts.staleReadRate ?? 0, progressRequests });
+    workload = new Workload({ endpoints: cluster.endpoints, seed: Math.floor(r() * 2 ** 31), clients: opts.clients ?? 6, keys: opts.keys ?? 6, thinkMs: opts.thinkMs ?? 5, maxOps: 3_000_000, staleReadRate: opts.staleReadRate ?? 0, progressRequests });
     workload.start();
     injector = new FaultInjector(cluster, rng(Math.floor(r() * 2 ** 31)), { kinds: opts.faults, electionMs, log, order: opts.faultOrder ?? "random" });
     const end = Date.now() + opts.durationS * 1000;
@@ -173,8 +178,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
 
     const history = workload.history();
     writeFileSync(join(outDir, "history.json"), JSON.stringify(history.map((o) => ({ ...o, ret: o.ret === Infinity ? null : o.ret }))));
-    log(`checking ${history.length} operations`);
-    const lin = checkKvHistory(history, { stepBudget: 3_000_000 });
+    const patched = patchUnknownWrites(history, [...workload.watchStreams(), replayed], replayed);
+    log(`checking ${history.length} operations (unknown writes resolved by watch: ${JSON.stringify(patched.stats)})`);
+    const lin = checkKvHistory(patched.history, { stepBudget: 3_000_000 });
     const files = writeViolations(outDir, lin.violations);
     const watch = checkWatches(history, [...workload.watchStreams(), replayed]);
     writeFileSync(join(outDir, "watch-violations.txt"), watch.violations.map((v) => `${v.kind}: ${v.message}`).join("\n") + "\n");
@@ -193,6 +199,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       faultCounts: injector.counts(),
       linearizable,
       checkerSteps: lin.steps,
+      unknownWrites: patched.stats,
       violations: lin.violations.map((v) => v.explanation),
       reportFiles: files.map((f) => f.html),
       watch: {
@@ -239,7 +246,7 @@ export function formatReport(rep: ChaosReport): string {
     `operations: ${ops.total} (ok ${ops.ok}, failed ${ops.fail}, unknown ${ops.unknown}); ok/fail/unknown by kind: ${kinds}`,
     `faults injected: ${rep.faults.length} ${JSON.stringify(rep.faultCounts)}${rep.faults.some((f) => f.error) ? ` (${rep.faults.filter((f) => f.error).length} with errors)` : ""}`,
     `leader targeted: ${rep.faults.filter((f) => f.leader).length} times`,
-    `linearizable: ${rep.linearizable} (checker steps ${rep.checkerSteps})`,
+    `linearizable: ${rep.linearizable} (checker steps ${rep.checkerSteps}; unknown-outcome writes: ${rep.unknownWrites.applied} applied and ${rep.unknownWrites.notApplied} not, per the watch replay; ${rep.unknownWrites.stillUnknown} left unknown)`,
     ...rep.violations.slice(0, 3).map((v) => `  ${v.split("\n").join("\n  ")}`),
     ...(rep.reportFiles.length > 0 ? [`  timelines: ${rep.reportFiles.join(", ")}`] : []),
     `watch checks: ${rep.watch.ok ? "passed" : "FAILED"} (${rep.watch.streams} streams, ${rep.watch.events} events, ${rep.watch.progressNotifies} progress notifications, ${rep.watch.requiredDeliveries} required deliveries, ${rep.watch.prevKvChecked} prev_kv checked, ${rep.watch.reconnects} reconnects${rep.watch.laggingWatchers.length > 0 ? `, lagging watchers ${rep.watch.laggingWatchers.join(",")}` : ""})`,

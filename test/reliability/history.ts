@@ -42,9 +42,9 @@ export interface Operation {
   op: KvOp;
   /** Monotonic milliseconds. */
   call: number;
-  /** Monotonic milliseconds; +Infinity when the outcome is unknown. */
+  /** Monotonic milliseconds; +Infinity when no return is known (unknown outcome, or resolved late). */
   ret: number;
-  /** Absent exactly when the outcome is unknown. */
+  /** Absent when the outcome is unknown (history_patch.ts may resolve it from watch events). */
   result?: KvResult;
 }
 

@@ -71,26 +71,37 @@ function unlift(e: Entry): void {
   e.next!.prev = e;
 }
 
-class Bitset {
-  readonly words: Uint32Array;
+/**
+ * The set of linearized operations, identified for memoization by a 96-bit Zobrist hash (XOR of
+ * a random word triple per operation): O(1) per step, where a bitset key would cost O(n).
+ * A false match needs a 96-bit collision — negligible against the memo sizes allowed here.
+ */
+class LinearizedSet {
+  private readonly z: Uint32Array;
+  private h0 = 0;
+  private h1 = 0;
+  private h2 = 0;
+
   constructor(n: number) {
-    this.words = new Uint32Array(Math.ceil(n / 32) || 1);
-  }
-  set(i: number): void {
-    this.words[i >>> 5]! |= 1 << (i & 31);
-  }
-  clear(i: number): void {
-    this.words[i >>> 5]! &= ~(1 << (i & 31));
-  }
-  /** Key of the set with bit i also set (without mutating). */
-  keyWith(i: number): string {
-    const w = i >>> 5;
-    let s = "";
-    for (let k = 0; k < this.words.length; k++) {
-      const v = k === w ? (this.words[k]! | (1 << (i & 31))) >>> 0 : this.words[k]!;
-      s += v.toString(36) + ",";
+    this.z = new Uint32Array(n * 3);
+    let a = 0x9e3779b9;
+    for (let i = 0; i < this.z.length; i++) {
+      // mulberry32: deterministic, so a replay searches identically.
+      a = (a + 0x6d2b79f5) >>> 0;
+      let t = a;
+      t = Math.imul(t ^ (t >>> 15), t | 1);
+      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+      this.z[i] = (t ^ (t >>> 14)) >>> 0;
     }
-    return s;
+  }
+  toggle(i: number): void {
+    this.h0 = (this.h0 ^ this.z[3 * i]!) >>> 0;
+    this.h1 = (this.h1 ^ this.z[3 * i + 1]!) >>> 0;
+    this.h2 = (this.h2 ^ this.z[3 * i + 2]!) >>> 0;
+  }
+  /** Key of the set with operation i added (i must not be in the set). */
+  keyWith(i: number): string {
+    return `${(this.h0 ^ this.z[3 * i]!) >>> 0}.${(this.h1 ^ this.z[3 * i + 1]!) >>> 0}.${(this.h2 ^ this.z[3 * i + 2]!) >>> 0}|`;
   }
 }
 
@@ -112,14 +123,17 @@ export interface SearchOptions {
   stepBudget?: number;
   /** Memo entries before giving up with "unknown" (bounds memory). */
   memoMax?: number;
+  /** Record the longest linearizable prefix (O(n²) copying: for small, shrunk histories). */
+  trackLongest?: boolean;
 }
 
 /** Searches one partition for a linearization. */
 export function searchPartition<S>(model: Model<S>, ops: readonly Operation[], opts: SearchOptions = {}): SearchResult {
   const stepBudget = opts.stepBudget ?? 5_000_000;
-  const memoMax = opts.memoMax ?? 2_000_000;
+  const memoMax = opts.memoMax ?? 1_000_000;
+  const trackLongest = opts.trackLongest ?? false;
   const head = buildList(ops);
-  const linearized = new Bitset(ops.length);
+  const linearized = new LinearizedSet(ops.length);
   const memo = new Set<string>();
   const calls: Array<{ entry: Entry; states: S[] }> = [];
   let states: S[] = [model.init()];
@@ -145,9 +159,9 @@ export function searchPartition<S>(model: Model<S>, ops: readonly Operation[], o
           memo.add(key);
           calls.push({ entry, states });
           states = next;
-          linearized.set(entry.idx);
+          linearized.toggle(entry.idx);
           lift(entry);
-          if (calls.length > longest.length) {
+          if (trackLongest && calls.length > longest.length) {
             longest = calls.map((c) => c.entry.idx);
             longestStates = states;
           }
@@ -161,7 +175,7 @@ export function searchPartition<S>(model: Model<S>, ops: readonly Operation[], o
       if (top === undefined) return result("illegal");
       entry = top.entry;
       states = top.states;
-      linearized.clear(entry.idx);
+      linearized.toggle(entry.idx);
       unlift(entry);
       entry = entry.next;
     }
@@ -337,7 +351,7 @@ export function checkKvHistory(history: History, opts: KvCheckOptions = {}): KvC
     if (r.outcome === "unknown") undecidedKeys.push(key);
     if (r.outcome !== "illegal" || violations.length >= maxViolations) continue;
     const minimal = shrinkPartition(kvModel, part, opts);
-    const again = searchPartition(kvModel, minimal, opts);
+    const again = searchPartition(kvModel, minimal, { ...opts, trackLongest: true });
     const t0 = minimal.reduce((m, o) => Math.min(m, o.call), Infinity);
     const explanation = [
       `Key ${JSON.stringify(key)}: no linear order of these ${minimal.length} operations (shrunk from ${part.length}) is allowed by etcd's KV model:`,
