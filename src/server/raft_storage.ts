@@ -54,7 +54,9 @@ export class RaftStorage {
       );
       return { storage: new RaftStorage(memory, wal, snapshotter, opts), existed: false, snapshot: undefined };
     }
-    const snapshot = snapshotter.loadNewest();
+    // Only a snapshot whose marker the WAL holds durably: a crash between writing the snapshot file
+    // and its marker leaves a newer file the WAL cannot start from (etcd 3.5's loadNewestAvailable).
+    const snapshot = snapshotter.loadNewestAvailable(await WAL.validSnapshotMarkers(opts.walDir));
     const marker = snapshot ? { index: snapshot.metadata.index, term: snapshot.metadata.term } : { index: 0, term: 0 };
     const opened = await WAL.open(opts.walDir, marker, { logger: walLogger, registry: opts.registry, maxWals: opts.maxWals });
     if (opened.metadata.memberId !== opts.memberId) {
