@@ -11,12 +11,13 @@
  * latest.md / latest.svg). A target that fails to start or to finish a row is recorded as
  * failed for that row; the script goes on.
  */
-import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { availableParallelism, cpus, totalmem } from "node:os";
 import { join } from "node:path";
 import { Conn } from "../benchmark/conn.js";
 import { METHODS, encodePut } from "../benchmark/proto.js";
+import { runBenchmarkChild } from "./bench-child.js";
 import { BenchCluster, ETCD_BIN, ROOT, SERVER_JS, TARGETS, type Target } from "./cluster.js";
 import { type MatrixRow, RANGE_KEY, RANGE_VALUE_BYTES, seedMatrix } from "./matrix.js";
 import { hasLeader } from "./ready.js";
@@ -101,39 +102,6 @@ async function seedRangeKey(endpoints: string[]): Promise<void> {
   }
 }
 
-interface BenchJson {
-  series: Array<{ rps: number; averageSec: number; p99Sec: number; errorCount: number; count: number; errors: Record<string, number> }>;
-}
-
-/** Runs the load generator as a child process and parses its --json line. */
-function runBenchmark(endpoints: string[], row: MatrixRow, workers: number | undefined, timeoutMs: number): Promise<BenchJson> {
-  const args = [
-    "--import",
-    "tsx",
-    join(ROOT, "bench/benchmark/main.ts"),
-    `--endpoints=${endpoints.join(",")}`,
-    "--json",
-    "--progress=false",
-    "--dial-timeout=10s",
-    ...(workers !== undefined ? [`--workers=${workers}`] : []),
-    ...row.args,
-  ];
-  return new Promise((res, rej) => {
-    const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (b: Buffer) => (out += b.toString()));
-    child.stderr.on("data", (b: Buffer) => (err = (err + b.toString()).slice(-4000)));
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("exit", (code, signal) => {
-      clearTimeout(timer);
-      const line = out.split("\n").find((l) => l.startsWith("{"));
-      if (code !== 0 || line === undefined) return rej(new Error(`benchmark ${signal === "SIGKILL" ? "timed out" : `exited ${code}`}: ${err.trim().slice(-600)}`));
-      res(JSON.parse(line) as BenchJson);
-    });
-  });
-}
-
 async function runOne(target: Target, row: MatrixRow, round: number, opts: CompareOptions, buildError: string | undefined): Promise<RunRecord> {
   const rec: RunRecord = { row: row.id, target, round, ok: false };
   if (target === "etcetera" && buildError !== undefined) return { ...rec, error: buildError };
@@ -143,7 +111,7 @@ async function runOne(target: Target, row: MatrixRow, round: number, opts: Compa
     cluster = await BenchCluster.create({ target, size: 3 });
     await cluster.start(30_000, hasLeader);
     if (row.seedRangeKey) await seedRangeKey(cluster.endpoints);
-    const result = await runBenchmark(cluster.endpoints, row, opts.workers, opts.runTimeoutMs);
+    const result = await runBenchmarkChild(cluster.endpoints, row.args, { ...(opts.workers !== undefined ? { workers: opts.workers } : {}), timeoutMs: opts.runTimeoutMs });
     const s = result.series[0];
     if (s === undefined) throw new Error("benchmark printed no series");
     if (s.count === 0) throw new Error(`every request failed: ${Object.keys(s.errors)[0] ?? "?"}`);
