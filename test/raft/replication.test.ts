@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { Cluster, enc } from "./helpers.js";
 import { ProgressState } from "../../src/raft/progress.js";
+import { newMessage } from "../../src/raft/raft.js";
 import { MessageType, StateType, type Message } from "../../src/raft/types.js";
 
 const apps = (ms: Message[], to?: number) => ms.filter((m) => m.type === MessageType.MsgApp && (to === undefined || m.to === to));
@@ -11,7 +12,7 @@ describe("log replication", () => {
     c.campaign(1);
     const f = c.node(2).raw;
     const last = f.raft.raftLog.lastIndex();
-    f.step({ ...apps([])[0], type: MessageType.MsgApp, from: 1, to: 2, term: f.raft.term, index: last + 5, logTerm: f.raft.term, entries: [], commit: 0, reject: false, rejectHint: 0, context: new Uint8Array(0), logTermDummy: 0 } as unknown as Message);
+    f.step(newMessage({ type: MessageType.MsgApp, from: 1, to: 2, term: f.raft.term, index: last + 5, logTerm: f.raft.term }));
     const resp = c.readyMessages(2).find((m) => m.type === MessageType.MsgAppResp);
     expect(resp?.reject).toBe(true);
     expect(resp?.rejectHint).toBe(last);
