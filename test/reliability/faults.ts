@@ -6,7 +6,7 @@
  */
 import type { ChaosCluster, ChaosMember } from "./chaos_cluster.js";
 import { pick, type Rng } from "./gen.js";
-import { BLACKHOLE } from "./proxy.js";
+import { BLACKHOLE, UNKNOWN_SOURCE } from "./proxy.js";
 
 export const FAULT_KINDS = ["kill", "pause", "partition", "oneway", "delay", "reset", "transfer"] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
@@ -136,6 +136,9 @@ export class FaultInjector {
           m.proxy.setMode(BLACKHOLE, o.name);
           o.proxy.setMode(BLACKHOLE, m.name);
         }
+        // Unattributed connections might come from either side (an HTTP client may reuse a probe's
+        // connection for raft traffic): cut them everywhere rather than leak through the partition.
+        for (const p of this.cluster.members) p.proxy.setMode(BLACKHOLE, UNKNOWN_SOURCE);
         await sleep(ms);
         return;
       }
@@ -146,6 +149,9 @@ export class FaultInjector {
         // Connections dialed by m into `to` lose their requests; those dialed by `to` into m lose m's answers.
         to.proxy.setMode({ forward: { kind: "drop" }, backward: { kind: "pass" } }, m.name);
         m.proxy.setMode({ forward: { kind: "pass" }, backward: { kind: "drop" } }, to.name);
+        // Unattributed connections into either end: cut (over-approximates the one-way drop, never leaks it).
+        to.proxy.setMode(BLACKHOLE, UNKNOWN_SOURCE);
+        m.proxy.setMode(BLACKHOLE, UNKNOWN_SOURCE);
         await sleep(ms);
         return;
       }

@@ -4,7 +4,7 @@
  */
 import { createServer, connect, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { BLACKHOLE, classifyEtcdHttp, classifyEtcetera, normalizeId, PASS, TcpProxy, type SourceClassifier } from "./proxy.js";
+import { BLACKHOLE, classifyEtcdHttp, classifyEtcetera, normalizeId, PASS, TcpProxy, UNKNOWN_SOURCE, type SourceClassifier } from "./proxy.js";
 
 interface Echo {
   server: Server;
@@ -166,6 +166,21 @@ describe("TcpProxy", () => {
     expect(proxy.reset("bob")).toBe(1);
     await bob.closed;
     expect(proxy.sources()).toEqual(["alice"]);
+  });
+
+  it("gives unattributed connections the mode of source '?'", async () => {
+    const echo = await echoServer();
+    const byLine: SourceClassifier = (b) => (b.includes(10) ? (b.toString().startsWith("FROM ") ? b.toString().slice(5, b.indexOf(10)) : null) : undefined);
+    const proxy = await startProxy(echo.port, byLine);
+    proxy.setMode(BLACKHOLE, UNKNOWN_SOURCE);
+    const anon = await client(proxy.port);
+    const named = await client(proxy.port);
+    anon.sock.write("GET /probe\n");
+    named.sock.write("FROM n2\nx");
+    await until(() => named.got() === "FROM n2\nx", "named echo");
+    await settle();
+    expect(anon.got()).toBe("");
+    expect(proxy.sources().sort()).toEqual([UNKNOWN_SOURCE, "n2"].sort());
   });
 });
 

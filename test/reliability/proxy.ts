@@ -22,6 +22,9 @@ export interface LinkMode {
   backward: DirectionMode;
 }
 
+/** The source name of connections the classifier could not attribute (e.g. etcd's probes). */
+export const UNKNOWN_SOURCE = "?";
+
 export const PASS: LinkMode = { forward: { kind: "pass" }, backward: { kind: "pass" } };
 export const BLACKHOLE: LinkMode = { forward: { kind: "drop" }, backward: { kind: "drop" } };
 
@@ -201,7 +204,7 @@ export class TcpProxy {
   reset(source?: string): number {
     let n = 0;
     for (const c of [...this.conns]) {
-      if (source === undefined || this.sourceName(c) === source) {
+      if (source === undefined || (this.sourceName(c) ?? UNKNOWN_SOURCE) === source) {
         this.destroy(c);
         n++;
       }
@@ -216,7 +219,7 @@ export class TcpProxy {
 
   /** Sources seen on current connections (names after aliases; "?" when unknown). */
   sources(): string[] {
-    return [...this.conns].map((c) => this.sourceName(c) ?? "?");
+    return [...this.conns].map((c) => this.sourceName(c) ?? UNKNOWN_SOURCE);
   }
 
   async close(): Promise<void> {
@@ -228,9 +231,9 @@ export class TcpProxy {
     return c.source === null ? null : (this.aliases.get(c.source) ?? c.source);
   }
 
+  /** Connections whose source could not be named use the mode set for source "?" (UNKNOWN_SOURCE). */
   private modeOf(c: ProxiedConnection): LinkMode {
-    const name = this.sourceName(c);
-    return (name !== null ? this.modes.get(name) : undefined) ?? this.defaultMode;
+    return this.modes.get(this.sourceName(c) ?? UNKNOWN_SOURCE) ?? this.defaultMode;
   }
 
   private destroy(c: ProxiedConnection): void {
