@@ -1,8 +1,10 @@
 /**
  * Staged compaction (etcd mvcc/kvstore_compaction.go, reshaped): the key
- * index is compacted `batchKeys` keys at a time, and the revisions each batch
- * drops are deleted from the backend in the same batch transaction as a
- * progress cursor (compaction revision, last key done). Between batches the
+ * index is compacted in batches of at most `batchKeys` keys that drop at most
+ * about `batchKeys` revisions (etcd's CompactionBatchLimit counts backend keys,
+ * which are revisions; a key's revisions are never split), and the revisions
+ * each batch drops are deleted from the backend in the same batch transaction
+ * as a progress cursor (compaction revision, last key done). Between batches the
  * event loop runs, so requests keep flowing; after a crash the cursor says
  * where to resume.
  */
@@ -17,7 +19,7 @@ export const META_CURSOR_REV = 'compact_cursor_rev';
 export const META_CURSOR_KEY = 'compact_cursor_key';
 
 export interface CompactionOptions {
-  /** Keys per batch. etcd: 1,000. */
+  /** Index keys visited / revisions dropped per batch. etcd: 1,000. */
   batchKeys: number;
   /** Pause between batches. etcd: 10 ms. 0 still yields (setImmediate). */
   sleepMs: number;

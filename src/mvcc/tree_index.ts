@@ -135,26 +135,40 @@ export class TreeIndex {
   }
 
   /**
-   * Compacts up to maxKeys keys strictly after `afterKey` (or from the first
-   * key when null) at main revision atRev. Reports every dropped revision.
-   * Returns the last key processed, or null when the end was reached.
+   * Compacts keys strictly after `afterKey` (or from the first key when null)
+   * at main revision atRev, stopping once `maxKeys` index keys were visited or
+   * `maxKeys` revisions were dropped (etcd's batch limit counts backend keys,
+   * i.e. revisions). Reports every dropped revision. Returns the last key
+   * processed, or null when the end was reached.
    */
   compactBatch(afterKey: string | null, atRev: number, maxKeys: number, removed: (rev: number) => void): string | null {
     invariant(maxKeys > 0, 'compaction batch must hold at least one key');
-    const batch: [string, KeyIndex][] = [];
+    // The tree must not change under its iterator: decide first, then apply.
+    const changes: [string, KeyIndex | null, KeyIndex][] = [];
+    const dropped: number[] = [];
+    let last: string | null = null;
+    let reachedEnd = true;
     const it = this.tree.entries(afterKey ?? undefined);
-    for (let r = it.next(); !r.done && batch.length < maxKeys; r = it.next()) {
-      const [k, v] = r.value;
+    for (let r = it.next(); !r.done; r = it.next()) {
+      const [k, ki] = r.value;
       if (afterKey !== null && k === afterKey) continue;
-      batch.push([k, v]);
-    }
-    for (const [k, ki] of batch) {
+      if (changes.length >= maxKeys || dropped.length >= maxKeys) {
+        reachedEnd = false;
+        break;
+      }
       invariant(!kiIsEmpty(ki), 'empty keyIndex left in the tree');
-      const next = kiCompact(ki, atRev, removed);
-      if (next === null) this.tree.delete(k);
-      else if (next.length !== ki.length) this.tree.set(k, next);
+      const before = dropped.length;
+      const next = kiCompact(ki, atRev, (rev) => dropped.push(rev));
+      if (dropped.length !== before || next === null) changes.push([k, next, ki]);
+      else changes.push([k, ki, ki]);
+      last = k;
     }
-    return batch.length < maxKeys ? null : batch[batch.length - 1]![0];
+    for (const [k, next, old] of changes) {
+      if (next === null) this.tree.delete(k);
+      else if (next !== old) this.tree.set(k, next);
+    }
+    dropped.forEach(removed);
+    return reachedEnd ? null : last;
   }
 
   /** Revisions ≤ atRev that a compaction at atRev keeps, one at most per key (etcd treeIndex.Keep). */
