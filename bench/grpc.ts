@@ -4,21 +4,28 @@
  * same codecs), each in its own child process, driven by the bench/lib load
  * driver (grpc-js clients over worker_threads) at 1, 100 and 1,000 clients.
  * Reports requests/s and server CPU per request (process.cpuUsage of the
- * child), alternating the two servers round by round and taking the median
- * of the per-round ratios.
+ * child).
  *
- *   npx tsx bench/grpc.ts [--rounds 3] [--duration-ms 4000] [--warmup-ms 1500] [--workers 2] [--levels 1:1,100:10,1000:100]
+ * The machine is small and shared, so its load drifts by the second. Both
+ * servers and both loads therefore run for the whole level, and the measured
+ * time is cut into short windows that alternate between them (the other
+ * load paused, its in-flight requests drained during a settle time): drift
+ * hits both alike, and the totals over all windows are compared.
+ *
+ *   npx tsx bench/grpc.ts [--windows 6] [--window-ms 2000] [--settle-ms 500] [--warmup-ms 1500]
+ *                         [--workers 2] [--levels 1:1,100:10,1000:100]
  */
 
 import { type ChildProcess, fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { loadEtcdCodecs } from "../src/grpc/protos.js";
 import type { ServerKind, ServerMessage } from "./grpc-server.js";
-import { runLoad } from "./lib/load.js";
+import { Load } from "./lib/load.js";
 
 interface Args {
-  rounds: number;
-  durationMs: number;
+  windows: number;
+  windowMs: number;
+  settleMs: number;
   warmupMs: number;
   workers: number;
   levels: { clients: number; connections: number }[];
@@ -30,8 +37,9 @@ function parseArgs(argv: string[]): Args {
     return i >= 0 && argv[i + 1] ? argv[i + 1]! : fallback;
   };
   return {
-    rounds: Number(get("rounds", "3")),
-    durationMs: Number(get("duration-ms", "4000")),
+    windows: Number(get("windows", "6")),
+    windowMs: Number(get("window-ms", "2000")),
+    settleMs: Number(get("settle-ms", "500")),
     warmupMs: Number(get("warmup-ms", "1500")),
     workers: Number(get("workers", "2")),
     levels: get("levels", "1:1,100:10,1000:100")
@@ -87,39 +95,65 @@ class ServerProcess {
   }
 }
 
-async function measure(kind: ServerKind, level: Args["levels"][number], args: Args, request: Uint8Array): Promise<Sample> {
-  const server = await ServerProcess.start(kind);
-  try {
-    let cpuStart: Promise<number> | undefined;
-    const result = await runLoad({
-      target: `127.0.0.1:${server.port}`,
-      path: "/etcdserverpb.KV/Range",
-      request,
-      clients: level.clients,
-      connections: level.connections,
-      workers: args.workers,
-      warmupMs: args.warmupMs,
-      durationMs: args.durationMs,
-      onMeasure: () => (cpuStart = server.cpuUs()),
-    });
-    const cpuEnd = await server.cpuUs();
-    const cpuUs = cpuEnd - (await cpuStart!);
-    return {
-      rps: result.requestsPerSecond,
-      cpuUsPerRequest: result.requests > 0 ? cpuUs / result.requests : NaN,
-      p50Us: result.latency.quantileUs(0.5),
-      p99Us: result.latency.quantileUs(0.99),
-      errors: result.errors,
-    };
-  } finally {
-    await server.stop();
-  }
-}
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const KINDS: ServerKind[] = ["http2", "grpc-js"];
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+/** Measures both servers at one client level, in alternating windows. */
+async function measureLevel(level: Args["levels"][number], args: Args, request: Uint8Array): Promise<Record<ServerKind, Sample>> {
+  const servers = {} as Record<ServerKind, ServerProcess>;
+  const loads = {} as Record<ServerKind, Load>;
+  try {
+    for (const kind of KINDS) servers[kind] = await ServerProcess.start(kind);
+    for (const kind of KINDS) {
+      loads[kind] = await Load.start({
+        target: `127.0.0.1:${servers[kind].port}`,
+        path: "/etcdserverpb.KV/Range",
+        request,
+        clients: level.clients,
+        connections: level.connections,
+        workers: args.workers,
+      });
+      loads[kind].pause();
+    }
+    for (const kind of KINDS) {
+      loads[kind].resume();
+      await sleep(args.warmupMs);
+      loads[kind].pause();
+      loads[kind].measure();
+      loads[kind].count(false);
+    }
+    const cpuUs = { http2: 0, "grpc-js": 0 };
+    const ms = { http2: 0, "grpc-js": 0 };
+    for (let w = 0; w < args.windows; w++) {
+      const order = w % 2 === 0 ? KINDS : [...KINDS].reverse();
+      for (const kind of order) {
+        loads[kind].resume();
+        await sleep(args.settleMs);
+        const cpu0 = await servers[kind].cpuUs();
+        const t0 = performance.now();
+        loads[kind].count(true);
+        await sleep(args.windowMs);
+        loads[kind].count(false);
+        ms[kind] += performance.now() - t0;
+        cpuUs[kind] += (await servers[kind].cpuUs()) - cpu0;
+        loads[kind].pause();
+      }
+    }
+    const out = {} as Record<ServerKind, Sample>;
+    for (const kind of KINDS) {
+      const result = await loads[kind].stop(ms[kind]);
+      out[kind] = {
+        rps: result.requestsPerSecond,
+        cpuUsPerRequest: result.requests > 0 ? cpuUs[kind] / result.requests : NaN,
+        p50Us: result.latency.quantileUs(0.5),
+        p99Us: result.latency.quantileUs(0.99),
+        errors: result.errors,
+      };
+    }
+    return out;
+  } finally {
+    for (const kind of KINDS) await servers[kind]?.stop();
+  }
 }
 
 const fmt = (n: number, digits = 0): string => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
@@ -130,41 +164,31 @@ async function main(): Promise<void> {
     .message("etcdserverpb.RangeRequest")
     .encode({ key: Buffer.from("foo"), serializable: true });
   console.log(
-    `gRPC transport benchmark: serializable Range from a constant; ${args.rounds} alternating rounds, ` +
-      `${args.warmupMs} ms warm-up + ${args.durationMs} ms measured each; driver: grpc-js clients on ${args.workers} worker threads`,
+    `gRPC transport benchmark: serializable Range from a constant; per level ${args.windows} alternating ` +
+      `${args.windowMs} ms windows per server (${args.settleMs} ms settle, ${args.warmupMs} ms warm-up); ` +
+      `driver: grpc-js clients on ${args.workers} worker threads`,
   );
   const rows: string[] = [];
   for (const level of args.levels) {
-    const samples: Record<ServerKind, Sample[]> = { http2: [], "grpc-js": [] };
-    const rpsRatios: number[] = [];
-    const cpuRatios: number[] = [];
-    for (let round = 0; round < args.rounds; round++) {
-      // Alternate which server goes first, so drift in the machine's load hits both alike.
-      const order: ServerKind[] = round % 2 === 0 ? ["http2", "grpc-js"] : ["grpc-js", "http2"];
-      const got: Partial<Record<ServerKind, Sample>> = {};
-      for (const kind of order) {
-        got[kind] = await measure(kind, level, args, request);
-        samples[kind].push(got[kind]!);
-        const s = got[kind]!;
-        console.log(
-          `  clients=${level.clients} conns=${level.connections} round ${round + 1} ${kind.padEnd(7)}: ` +
-            `${fmt(s.rps)} req/s, ${fmt(s.cpuUsPerRequest, 1)} µs CPU/req, p50 ${fmt(s.p50Us / 1000, 2)} ms, p99 ${fmt(s.p99Us / 1000, 2)} ms` +
-            (s.errors ? `, ${s.errors} errors` : ""),
-        );
-      }
-      rpsRatios.push(got.http2!.rps / got["grpc-js"]!.rps);
-      cpuRatios.push(got.http2!.cpuUsPerRequest / got["grpc-js"]!.cpuUsPerRequest);
+    const got = await measureLevel(level, args, request);
+    for (const kind of KINDS) {
+      const s = got[kind];
+      console.log(
+        `  clients=${level.clients} conns=${level.connections} ${kind.padEnd(7)}: ` +
+          `${fmt(s.rps)} req/s, ${fmt(s.cpuUsPerRequest, 1)} µs CPU/req, p50 ${fmt(s.p50Us / 1000, 2)} ms, p99 ${fmt(s.p99Us / 1000, 2)} ms` +
+          (s.errors ? `, ${s.errors} errors` : ""),
+      );
     }
-    const h = samples.http2;
-    const g = samples["grpc-js"];
+    const h = got.http2;
+    const g = got["grpc-js"];
     rows.push(
       `| ${fmt(level.clients).padStart(5)} | ${String(level.connections).padStart(5)} | ` +
-        `${fmt(median(h.map((s) => s.rps))).padStart(8)} | ${fmt(median(h.map((s) => s.cpuUsPerRequest)), 1).padStart(6)} | ` +
-        `${fmt(median(g.map((s) => s.rps))).padStart(8)} | ${fmt(median(g.map((s) => s.cpuUsPerRequest)), 1).padStart(6)} | ` +
-        `${fmt(median(rpsRatios), 2).padStart(5)}× | ${fmt(median(cpuRatios), 2).padStart(5)}× |`,
+        `${fmt(h.rps).padStart(8)} | ${fmt(h.cpuUsPerRequest, 1).padStart(6)} | ` +
+        `${fmt(g.rps).padStart(8)} | ${fmt(g.cpuUsPerRequest, 1).padStart(6)} | ` +
+        `${fmt(h.rps / g.rps, 2).padStart(5)}× | ${fmt(h.cpuUsPerRequest / g.cpuUsPerRequest, 2).padStart(5)}× |`,
     );
   }
-  console.log("\nmedians (ratio = node:http2 / grpc-js, median of same-round ratios)");
+  console.log("\nratio = node:http2 / grpc-js over the same alternating windows");
   console.log("| clients | conns | http2 req/s | http2 µs CPU/req | grpc-js req/s | grpc-js µs CPU/req | req/s ratio | CPU/req ratio |");
   console.log("|---|---|---|---|---|---|---|---|");
   for (const r of rows) console.log(r);

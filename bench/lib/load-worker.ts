@@ -16,6 +16,9 @@ const deserialize = (b: Buffer): Buffer => b;
 
 let measuring = false;
 let stopped = false;
+let paused = false;
+/** Clients parked by pause(), restarted by resume(). */
+const parked: (() => void)[] = [];
 let requests = 0;
 let errors = 0;
 let firstError: string | undefined;
@@ -38,6 +41,10 @@ function runClient(client: grpc.Client, onFirst: () => void): void {
   let first = true;
   const issue = (): void => {
     if (stopped) return;
+    if (paused) {
+      parked.push(issue);
+      return;
+    }
     const t0 = performance.now();
     client.makeUnaryRequest(setup.path, serialize, deserialize, request, (err) => {
       if (first) {
@@ -66,12 +73,25 @@ const onFirst = (): void => {
 for (let i = 0; i < setup.clients; i++) runClient(channels[i % channels.length]!, onFirst);
 
 parentPort!.on("message", (cmd: WorkerCommand) => {
-  if (cmd.kind === "measure") {
-    requests = 0;
-    errors = 0;
-    latency = new LatencyHistogram();
-    measuring = true;
-    return;
+  switch (cmd.kind) {
+    case "measure":
+      requests = 0;
+      errors = 0;
+      latency = new LatencyHistogram();
+      measuring = true;
+      return;
+    case "count":
+      measuring = cmd.on;
+      return;
+    case "pause":
+      paused = true;
+      return;
+    case "resume":
+      paused = false;
+      for (const issue of parked.splice(0)) issue();
+      return;
+    case "stop":
+      break;
   }
   measuring = false;
   stopped = true;

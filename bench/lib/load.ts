@@ -29,7 +29,12 @@ export interface LoadOptions {
 }
 
 /** Messages between the driver and its workers. */
-export type WorkerCommand = { kind: "measure" } | { kind: "stop" };
+export type WorkerCommand =
+  | { kind: "measure" }
+  | { kind: "count"; on: boolean }
+  | { kind: "pause" }
+  | { kind: "resume" }
+  | { kind: "stop" };
 export type WorkerReport =
   | { kind: "ready" }
   | { kind: "done"; requests: number; errors: number; firstError: string | undefined; latency: number[]; sumUs: number };
@@ -103,6 +108,20 @@ export class Load {
   /** Resets the counters: the measured window starts now. */
   measure(): void {
     for (const w of this.workers) w.postMessage({ kind: "measure" } satisfies WorkerCommand);
+  }
+
+  /** Counting on/off without resetting: several windows add up (see pause/resume). */
+  count(on: boolean): void {
+    for (const w of this.workers) w.postMessage({ kind: "count", on } satisfies WorkerCommand);
+  }
+
+  /** Clients stop issuing new requests (in-flight ones complete). */
+  pause(): void {
+    for (const w of this.workers) w.postMessage({ kind: "pause" } satisfies WorkerCommand);
+  }
+
+  resume(): void {
+    for (const w of this.workers) w.postMessage({ kind: "resume" } satisfies WorkerCommand);
   }
 
   /** Ends the window, stops the clients and returns what was measured since measure(). */
