@@ -1,7 +1,7 @@
 /**
  * npx tsx scripts/chaos.ts --duration SECONDS --seed N --faults kill,pause,partition,oneway,delay,reset,transfer
  *                          [--target etcd|etcetera] [--clients N] [--keys N] [--think-ms MS] [--out DIR]
- *                          [--inject-client-bug stale-read[=RATE]]   (TEST-ONLY: proves the checks have teeth)
+ *                          [--inject-client-bug stale-read[=RATE] | serializable-reads]   (TEST-ONLY: proves the checks have teeth)
  *                          [--progress-requests on|off]   (watchers' WatchProgressRequest; default off for etcd 3.4, etcd#15220)
  *
  * The long run (30 minutes; more keys and think time keep the history checkable):
@@ -43,11 +43,13 @@ if (!Number.isSafeInteger(seed)) throw new Error(`bad --seed ${values.seed}`);
 const faults = values.faults.split(",").filter((f) => f !== "");
 for (const f of faults) if (!(FAULT_KINDS as readonly string[]).includes(f)) throw new Error(`unknown fault ${f}; known: ${FAULT_KINDS.join(",")}`);
 let staleReadRate = 0;
+let serializableGets = false;
 const bug = values["inject-client-bug"];
 if (bug !== undefined) {
   const [name, rate] = bug.split("=");
-  if (name !== "stale-read") throw new Error(`unknown client bug ${bug}; known: stale-read[=RATE]`);
-  staleReadRate = rate === undefined ? 0.2 : Number(rate);
+  if (name === "stale-read") staleReadRate = rate === undefined ? 0.2 : Number(rate);
+  else if (name === "serializable-reads") serializableGets = true;
+  else throw new Error(`unknown client bug ${bug}; known: stale-read[=RATE], serializable-reads`);
 }
 console.log(`chaos seed=${seed} (replay with --seed ${seed})`);
 try {
@@ -59,6 +61,7 @@ try {
     keys: Number(values.keys),
     thinkMs: Number(values["think-ms"]),
     staleReadRate,
+    serializableGets,
     ...(values["progress-requests"] !== undefined ? { progressRequests: values["progress-requests"] === "on" } : {}),
     ...(values.out !== undefined ? { outDir: values.out } : {}),
     log: (l) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${l}`),

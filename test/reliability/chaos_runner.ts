@@ -35,6 +35,8 @@ export interface ChaosOptions {
   thinkMs?: number;
   /** TEST-ONLY: the injected client bug (fraction of reads served from a client cache). */
   staleReadRate?: number;
+  /** TEST-ONLY: reads without ReadIndex (serializable Ranges). */
+  serializableGets?: boolean;
   heartbeatMs?: number;
   electionMs?: number;
   /**
@@ -66,6 +68,8 @@ export interface ChaosReport {
   finalRevision: number;
   peakRssMiB: Record<string, number>;
   staleReadsInjected: number;
+  /** TEST-ONLY bugs that were switched on for this run (empty in a real run). */
+  injectedBugs: string[];
   outDir: string;
   passed: boolean;
 }
@@ -159,7 +163,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     await cluster.start();
     const first = await eventually(() => cluster.leader(), 30_000, "a leader");
     log(`cluster up, leader ${first.name}; peer connections by source: ${cluster.members.map((m) => `${m.name}←[${m.proxy.sources().join(",")}]`).join(" ")}`);
-    workload = new Workload({ endpoints: cluster.endpoints, seed: Math.floor(r() * 2 ** 31), clients: opts.clients ?? 6, keys: opts.keys ?? 6, thinkMs: opts.thinkMs ?? 5, maxOps: 3_000_000, staleReadRate: opts.staleReadRate ?? 0, progressRequests });
+    workload = new Workload({ endpoints: cluster.endpoints, seed: Math.floor(r() * 2 ** 31), clients: opts.clients ?? 6, keys: opts.keys ?? 6, thinkMs: opts.thinkMs ?? 5, maxOps: 3_000_000, staleReadRate: opts.staleReadRate ?? 0, serializableGets: opts.serializableGets ?? false, progressRequests });
     workload.start();
     injector = new FaultInjector(cluster, rng(Math.floor(r() * 2 ** 31)), { kinds: opts.faults, electionMs, log, order: opts.faultOrder ?? "random" });
     const end = Date.now() + opts.durationS * 1000;
@@ -219,6 +223,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       finalRevision,
       peakRssMiB: Object.fromEntries(cluster.members.map((m) => [m.name, Math.round((m.peakRssKiB / 1024) * 10) / 10])),
       staleReadsInjected: workload.stats.staleReadsInjected,
+      injectedBugs: [...((opts.staleReadRate ?? 0) > 0 ? [`stale-read=${opts.staleReadRate}`] : []), ...(opts.serializableGets ? ["serializable-reads"] : [])],
       outDir,
       passed: false,
     };
@@ -254,7 +259,7 @@ export function formatReport(rep: ChaosReport): string {
     `acknowledged writes lost: ${rep.lostWrites} of ${rep.ackedWrites} (final revision ${rep.finalRevision})`,
     ...rep.lostExamples.map((l) => `  ${l}`),
     `peak RSS (VmHWM): ${Object.entries(rep.peakRssMiB).map(([n, v]) => `${n} ${v} MiB`).join(", ")}`,
-    ...(rep.staleReadsInjected > 0 ? [`TEST-ONLY injected stale reads: ${rep.staleReadsInjected}`] : []),
+    ...(rep.injectedBugs.length > 0 ? [`TEST-ONLY injected client bugs: ${rep.injectedBugs.join(", ")} (stale reads served from cache: ${rep.staleReadsInjected})`] : []),
     `result: ${rep.passed ? "PASS" : "FAIL"}   (files: ${rep.outDir})`,
   ];
   return lines.join("\n");

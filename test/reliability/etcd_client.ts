@@ -138,8 +138,11 @@ export class EtcdConnection {
     });
   }
 
-  /** Executes one history operation; the result is what the history records. */
-  async execute(op: KvOp, timeoutMs: number): Promise<KvResult> {
+  /**
+   * Executes one history operation; the result is what the history records. `serializableGets`
+   * (TEST-ONLY, to prove the checks have teeth) reads the member's local state without ReadIndex.
+   */
+  async execute(op: KvOp, timeoutMs: number, serializableGets = false): Promise<KvResult> {
     const key = Buffer.from(op.key);
     switch (op.kind) {
       case "put": {
@@ -147,7 +150,7 @@ export class EtcdConnection {
         return { kind: "put", revision: Number(r.header.revision) };
       }
       case "get": {
-        const r = await this.unary<PbRangeResponse>(this.kv, "Range", { key, serializable: false }, timeoutMs);
+        const r = await this.unary<PbRangeResponse>(this.kv, "Range", { key, serializable: serializableGets }, timeoutMs);
         return { kind: "get", revision: Number(r.header.revision), kv: toObserved(r.kvs[0]) };
       }
       case "delete": {

@@ -4,9 +4,10 @@
  * for the linearizability checker; and watchers on the key prefix, every response recorded for
  * the watch checks, resuming on another member when their stream breaks.
  *
- * A TEST-ONLY switch (`staleReadRate`) makes clients answer some reads from their own cache of
- * an earlier read — the bug class of "serve linearizable reads locally" — to prove the checks
- * have teeth. It lives here, in the test client, never in the server.
+ * Two TEST-ONLY switches prove the checks have teeth, from the client side so they work against
+ * any server: `staleReadRate` answers some reads from the client's cache of an earlier read, and
+ * `serializableGets` sends reads as serializable Ranges — served from the member's local state
+ * without ReadIndex, the bug class of "serve linearizable reads locally". Never in the server.
  */
 import { definitelyNotSent, EtcdConnection, toWatchEvent, type PbWatchResponse } from "./etcd_client.js";
 import { rng, type Rng } from "./gen.js";
@@ -28,6 +29,8 @@ export interface WorkloadOptions {
   maxOps?: number;
   /** TEST-ONLY injected client bug: the fraction of gets served from the client's own cache. */
   staleReadRate?: number;
+  /** TEST-ONLY injected bug: gets are serializable (served locally, without ReadIndex). */
+  serializableGets?: boolean;
   /** Watchers send WatchProgressRequest every 500 ms (default true). */
   progressRequests?: boolean;
 }
@@ -99,7 +102,7 @@ class Client {
     }
     const conn = this.w.connections[this.endpoint]!;
     try {
-      const res = await conn.execute(op, this.w.opTimeoutMs);
+      const res = await conn.execute(op, this.w.opTimeoutMs, this.w.serializableGets);
       rec.ok(p, res);
       counts.ok++;
       this.learn(op, res);
@@ -222,6 +225,7 @@ export class Workload {
   readonly thinkMs: number;
   readonly staleReadRate: number;
   readonly progressRequests: boolean;
+  readonly serializableGets: boolean;
   readonly stats: WorkloadStats = {
     byKind: { put: emptyCounts(), get: emptyCounts(), delete: emptyCounts(), cas: emptyCounts() },
     staleReadsInjected: 0,
@@ -244,6 +248,7 @@ export class Workload {
     this.thinkMs = opts.thinkMs ?? 5;
     this.staleReadRate = opts.staleReadRate ?? 0;
     this.progressRequests = opts.progressRequests ?? true;
+    this.serializableGets = opts.serializableGets ?? false;
     const r = rng(opts.seed);
     this.clients = Array.from({ length: opts.clients ?? 6 }, (_, i) => new Client(i, this, rng(Math.floor(r() * 2 ** 31))));
     this.watchers = Array.from({ length: opts.watchers ?? 2 }, (_, i) => new Watcher(i, this, rng(Math.floor(r() * 2 ** 31))));
