@@ -22,3 +22,4 @@ export type { WatchableStoreOptions } from './watchable_store.js';
 export { WatchStream } from './watch_stream.js';
 export type { WatchCreate, WatchHandler } from './watch_stream.js';
 export type { WatchResponse } from './watcher.js';
+export { registerMvccMetrics } from './metrics.js';

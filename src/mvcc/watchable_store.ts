@@ -91,6 +91,13 @@ export class WatchableStore implements WatchHost {
     return this.unsynced.size;
   }
 
+  /** Responses waiting in all streams' buffers (each bounded by its bufferMax). */
+  queuedResponses(): number {
+    let n = 0;
+    for (const s of this.streams) n += s.queued;
+    return n;
+  }
+
   // ---- WatchHost
 
   currentRevision(): number {

@@ -254,3 +254,23 @@ describe('watchable store', () => {
     expect(got).toEqual([2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
   });
 });
+
+describe('metrics', () => {
+  it('exposes watcher and store gauges', async () => {
+    const { Registry } = await import('prom-client');
+    const { registerMvccMetrics } = await import('../../src/mvcc/metrics.js');
+    const { kv, ws } = setup();
+    const registry = new Registry();
+    registerMvccMetrics(registry, kv, ws);
+    kv.put({ key: b('a'), value: b('1') });
+    const slow = ws.watchStream({ bufferMax: 1 });
+    slow.watch({ key: b('a') });
+    kv.put({ key: b('a'), value: b('2') });
+    kv.put({ key: b('a'), value: b('3') });
+    const text = await registry.metrics();
+    expect(text).toContain('etcd_debugging_mvcc_current_revision 4');
+    expect(text).toContain('etcd_debugging_mvcc_watcher_total 1');
+    expect(text).toContain('etcd_debugging_mvcc_slow_watcher_total 1');
+    expect(text).toContain('etcetera_mvcc_watch_queued_responses 1');
+  });
+});
