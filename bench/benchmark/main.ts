@@ -29,6 +29,8 @@ export interface BenchmarkJson {
   conns: number;
   clients: number;
   workers: number;
+  /** CPU seconds (user + system, all threads) the generator spent during the run. */
+  generatorCpuSec: number;
   series: Array<{ name: string } & ReturnType<typeof statsToJson>>;
 }
 
@@ -77,6 +79,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   const { global, command, flags, args } = parsed;
   const endpoints = global.targetLeader ? [await findLeader(global.endpoints, global.dialTimeoutMs)] : global.endpoints;
+  const cpu0 = process.cpuUsage();
   const results = UNARY_COMMANDS.includes(command)
     ? await runUnary(global, endpoints, makePlan(command, flags, args))
     : await runWatchCommand(global, endpoints, command, flags);
@@ -89,6 +92,10 @@ export async function main(argv: string[]): Promise<number> {
       conns: global.conns,
       clients: global.clients,
       workers: global.workers,
+      generatorCpuSec: (() => {
+        const d = process.cpuUsage(cpu0);
+        return (d.user + d.system) / 1e6;
+      })(),
       series: results.map((r) => ({ name: r.name, ...statsToJson(r.stats) })),
     };
     process.stdout.write(JSON.stringify(json) + "\n");

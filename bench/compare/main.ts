@@ -102,14 +102,19 @@ async function seedRangeKey(endpoints: string[]): Promise<void> {
   }
 }
 
-async function runOne(target: Target, row: MatrixRow, round: number, opts: CompareOptions, buildError: string | undefined): Promise<RunRecord> {
+/** A cluster that failed to come up once is not retried for every row (it would cost 30 s each). */
+class StartFailed extends Error {}
+
+async function runOne(target: Target, row: MatrixRow, round: number, opts: CompareOptions, skipReason: string | undefined): Promise<RunRecord> {
   const rec: RunRecord = { row: row.id, target, round, ok: false };
-  if (target === "etcetera" && buildError !== undefined) return { ...rec, error: buildError };
+  if (skipReason !== undefined) return { ...rec, error: skipReason };
   const t0 = performance.now();
   let cluster: BenchCluster | undefined;
   try {
     cluster = await BenchCluster.create({ target, size: 3 });
-    await cluster.start(30_000, hasLeader);
+    await cluster.start(30_000, hasLeader).catch((e: unknown) => {
+      throw new StartFailed(`cluster did not start: ${e instanceof Error ? e.message : String(e)}`);
+    });
     if (row.seedRangeKey) await seedRangeKey(cluster.endpoints);
     const result = await runBenchmarkChild(cluster.endpoints, row.args, { ...(opts.workers !== undefined ? { workers: opts.workers } : {}), timeoutMs: opts.runTimeoutMs });
     const s = result.series[0];
@@ -128,7 +133,7 @@ async function runOne(target: Target, row: MatrixRow, round: number, opts: Compa
       wallSec: (performance.now() - t0) / 1000,
     };
   } catch (e) {
-    return { ...rec, error: e instanceof Error ? e.message : String(e), wallSec: (performance.now() - t0) / 1000 };
+    return { ...rec, error: e instanceof Error ? e.message : String(e), wallSec: (performance.now() - t0) / 1000, startFailed: e instanceof StartFailed };
   } finally {
     await cluster?.destroy();
   }
@@ -170,11 +175,15 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   const info = machine();
   const runs: RunRecord[] = [];
+  // Why a target is skipped from now on: it could not be built, or its cluster did not start.
+  const skip = new Map<Target, string>();
+  if (buildError !== undefined) skip.set("etcetera", buildError);
   for (let round = 1; round <= opts.rounds; round++) {
     const order = round % 2 === 1 ? targets : [...targets].reverse();
     for (const target of order) {
       for (const row of rows) {
-        const rec = await runOne(target, row, round, opts, buildError);
+        const rec = await runOne(target, row, round, opts, skip.get(target));
+        if (rec.startFailed === true && !skip.has(target)) skip.set(target, `skipped after an earlier start failure: ${(rec.error ?? "").split("\n")[0]}`);
         runs.push(rec);
         log(
           `round ${round} ${target.padEnd(8)} ${row.id.padEnd(20)} ` +

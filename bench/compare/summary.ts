@@ -19,6 +19,8 @@ export interface RunRecord {
   /** VmHWM of each member at the end of the run, bytes, largest first. */
   peakRssBytes?: number[];
   wallSec?: number;
+  /** The cluster itself did not come up (as opposed to the benchmark failing). */
+  startFailed?: boolean;
 }
 
 export interface TargetSummary {
