@@ -4,7 +4,7 @@
  * whatever their compaction progress.
  */
 
-import type { Backend } from './backend.js';
+import type { Backend, KvRow } from './backend.js';
 import { Crc32c } from './crc32c.js';
 import { revMain, revToBytes } from './revision.js';
 
@@ -22,23 +22,43 @@ function encodeBytes(h: Crc32c, b: Uint8Array): void {
 /**
  * HashKV at `rev`: every revision ≤ rev, except those ≤ compactRev that the
  * compaction drops (only `keep` survives there) so a half-done compaction does
- * not change the result.
+ * not change the result. Feed rows in revision order.
  */
-export function hashKvRevisions(backend: Backend, rev: number, compactRev: number, keep: Set<number>): number {
-  const h = new Crc32c();
-  h.update(Buffer.from('key'));
-  for (const row of backend.allRows()) {
-    const main = revMain(row.rev);
-    if (main > rev) break;
-    if (main <= compactRev && !keep.has(row.rev)) continue;
-    h.update(revToBytes(row.rev, row.tombstone));
-    encodeBytes(h, row.key);
-    encodeBytes(h, row.value);
-    h.update(encodeInt(row.createRev));
-    h.update(encodeInt(row.version));
-    h.update(encodeInt(row.lease));
+export class HashKvAccumulator {
+  private readonly h = new Crc32c();
+
+  constructor(
+    private readonly rev: number,
+    private readonly compactRev: number,
+    private readonly keep: Set<number>,
+  ) {
+    this.h.update(Buffer.from('key'));
   }
-  return h.digest();
+
+  add(row: KvRow): void {
+    const main = revMain(row.rev);
+    if (main > this.rev) return;
+    if (main <= this.compactRev && !this.keep.has(row.rev)) return;
+    this.h.update(revToBytes(row.rev, row.tombstone));
+    encodeBytes(this.h, row.key);
+    encodeBytes(this.h, row.value);
+    this.h.update(encodeInt(row.createRev));
+    this.h.update(encodeInt(row.version));
+    this.h.update(encodeInt(row.lease));
+  }
+
+  digest(): number {
+    return this.h.digest();
+  }
+}
+
+export function hashKvRevisions(backend: Backend, rev: number, compactRev: number, keep: Set<number>): number {
+  const acc = new HashKvAccumulator(rev, compactRev, keep);
+  for (const row of backend.allRows()) {
+    if (revMain(row.rev) > rev) break;
+    acc.add(row);
+  }
+  return acc.digest();
 }
 
 /** Meta entries that legitimately differ between members (apply position, compaction progress). */

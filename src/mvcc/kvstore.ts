@@ -14,7 +14,7 @@
 import fs from 'node:fs';
 import { Backend, type BackendOptions, installSnapshotFile } from './backend.js';
 import { ErrClosed, ErrCompacted, ErrFutureRev, ErrLeaseNotFound, invariant, MvccError } from './errors.js';
-import { hashBackend, hashKvRevisions } from './hash.js';
+import { HashKvAccumulator, hashBackend, hashKvRevisions } from './hash.js';
 import {
   META_FINISHED_COMPACT,
   META_SCHEDULED_COMPACT,
@@ -22,7 +22,7 @@ import {
 } from './kvstore_compaction.js';
 import { applyDeleteRange, applyPut, applyRange, applyTxn, KvTxn, rowToKv, type StoreCore } from './kvstore_txn.js';
 import { type LeaseHooks, NO_LEASES } from './lease_hooks.js';
-import { revMain } from './revision.js';
+import { lastOfMain, revMain } from './revision.js';
 import { keyFromString, keyToString, TreeIndex } from './tree_index.js';
 import { checkKvOp } from './txn_check.js';
 import {
@@ -97,6 +97,8 @@ export class KvStore implements StoreCore {
   private observer: ChangeObserver | null = null;
   private compactionChain: Promise<void> = Promise.resolve();
   private epoch = 0;
+  /** HashKV scans in progress: compaction batches wait for them. */
+  private hashing = 0;
   private readonly restoreListeners: (() => void)[] = [];
   private readonly opts: KvStoreOptions;
 
@@ -361,7 +363,12 @@ export class KvStore implements StoreCore {
   private scheduleCompaction(rev: number): Promise<void> {
     // A job belongs to one backend generation: closing or installing a snapshot stops it.
     const epoch = this.epoch;
-    const target = { index: this.index, backend: this.backend, isOpen: () => !this.closed && epoch === this.epoch };
+    const target = {
+      index: this.index,
+      backend: this.backend,
+      isOpen: () => !this.closed && epoch === this.epoch,
+      mayRun: () => this.hashing === 0,
+    };
     const opts = { batchKeys: this.opts.compactionBatchKeys ?? 1000, sleepMs: this.opts.compactionSleepMs ?? 10 };
     const job = this.compactionChain.then(() => runCompaction(target, rev, opts));
     // Later compactions still run after a failed one; the failure surfaces through `job`.
@@ -401,6 +408,38 @@ export class KvStore implements StoreCore {
       revision: this.currentRev,
       compactRevision: this.compactRevision(),
     };
+  }
+
+  /**
+   * HashKV without blocking the event loop: rows are hashed in chunks with a
+   * yield between them. Compaction batches wait meanwhile, since they could
+   * delete rows the hash still has to read; new writes are above `rev`.
+   */
+  async hashKVAsync(rev = 0, chunkRows = 10_000): Promise<HashKvResult> {
+    this.assertOpen();
+    const compactRev = this.compactMainRev;
+    if (rev > 0 && rev <= compactRev) throw new ErrCompacted();
+    if (rev > 0 && rev > this.currentRev) throw new ErrFutureRev();
+    const at = rev === 0 ? this.currentRev : rev;
+    const result = { revision: this.currentRev, compactRevision: this.compactRevision() };
+    const acc = new HashKvAccumulator(at, compactRev, this.index.keep(at));
+    const backend = this.backend;
+    this.hashing++;
+    try {
+      let from = 0;
+      for (;;) {
+        const rows = backend.rowsBetween(from, lastOfMain(at), chunkRows);
+        for (const row of rows) acc.add(row);
+        if (rows.length < chunkRows) break;
+        from = rows[rows.length - 1]!.rev + 1;
+        await new Promise((r) => setImmediate(r));
+        this.assertOpen();
+        invariant(backend === this.backend, 'backend replaced during HashKV');
+      }
+    } finally {
+      this.hashing--;
+    }
+    return { hash: acc.digest(), ...result };
   }
 
   /** etcd Hash: the whole backend (every table) except apply-position bookkeeping. */

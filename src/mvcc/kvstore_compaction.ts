@@ -30,6 +30,8 @@ export interface CompactionTarget {
   readonly backend: Backend;
   /** False once the store closed: the job stops at the next batch boundary. */
   isOpen(): boolean;
+  /** False while something (HashKV) needs the backend rows to stay: the job waits. */
+  mayRun(): boolean;
 }
 
 function pause(ms: number): Promise<void> {
@@ -53,6 +55,10 @@ export async function runCompaction(t: CompactionTarget, rev: number, opts: Comp
   let cursor = savedCursor(t.backend, rev);
   for (;;) {
     if (!t.isOpen()) return;
+    if (!t.mayRun()) {
+      await pause(Math.max(opts.sleepMs, 1));
+      continue;
+    }
     const last = t.index.compactBatch(cursor, rev, opts.batchKeys, (r) => t.backend.deleteKv(r));
     if (last === null) break;
     t.backend.setMeta(META_CURSOR_REV, rev);

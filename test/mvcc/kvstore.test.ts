@@ -220,6 +220,8 @@ describe('kv store', () => {
     await a.compactionDone(); // c has not run a single batch yet
     expect(a.hashKV(0)).toEqual(c.hashKV(0));
     expect(a.hashKV(18).hash).toBe(c.hashKV(18).hash);
+    expect(await a.hashKVAsync(18, 3)).toEqual(c.hashKV(18));
+    expect(await c.hashKVAsync(0, 4)).toEqual(a.hashKV(0));
     expect(() => a.hashKV(15)).toThrow(ErrCompacted);
     a.put({ key: b('k2'), value: b('x') });
     expect(a.hashKV(0).hash).not.toBe(c.hashKV(0).hash);
