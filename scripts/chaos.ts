@@ -1,5 +1,5 @@
 /**
- * npx tsx scripts/chaos.ts --duration SECONDS --seed N --faults kill,pause,partition,oneway,delay,reset,transfer
+ * npx tsx scripts/chaos.ts --duration SECONDS --seed N --faults kill,pause,partition,oneway,delay,reset,transfer,compact,defrag
  *                          [--target etcd|etcetera] [--clients N] [--keys N] [--think-ms MS] [--out DIR]
  *                          [--inject-client-bug stale-read[=RATE] | serializable-reads]   (TEST-ONLY: proves the checks have teeth)
  *                          [--progress-requests on|off]   (watchers' WatchProgressRequest; default off for etcd 3.4, etcd#15220)
@@ -17,7 +17,7 @@ const { values } = parseArgs({
   options: {
     duration: { type: "string", default: "60" },
     seed: { type: "string" },
-    faults: { type: "string", default: "kill,pause,partition,oneway,delay,reset,transfer" },
+    faults: { type: "string", default: "kill,pause,partition,oneway,delay,reset,transfer,compact,defrag" },
     target: { type: "string" },
     clients: { type: "string", default: "6" },
     keys: { type: "string", default: "6" },

@@ -61,11 +61,12 @@ export interface ChaosReport {
   unknownWrites: PatchStats;
   violations: string[];
   reportFiles: string[];
-  watch: { ok: boolean; streams: number; events: number; progressNotifies: number; requiredDeliveries: number; prevKvChecked: number; violations: string[]; laggingWatchers: number[]; reconnects: number };
+  watch: { ok: boolean; streams: number; events: number; progressNotifies: number; requiredDeliveries: number; prevKvChecked: number; violations: string[]; laggingWatchers: number[]; compactedWatchers: number[]; reconnects: number };
   ackedWrites: number;
   lostWrites: number;
   lostExamples: string[];
   finalRevision: number;
+  lastCompactRevision: number;
   peakRssMiB: Record<string, number>;
   staleReadsInjected: number;
   /** TEST-ONLY bugs that were switched on for this run (empty in a real run). */
@@ -92,13 +93,13 @@ async function eventually<T>(fn: () => Promise<T | undefined>, timeoutMs: number
 }
 
 /**
- * Watches the prefix from revision 1 up to `upTo`: the authoritative revision history. Every
+ * Watches the prefix from `from` (1, or after the last compaction) up to `upTo`. Every
  * revision up to `upTo` is a write under the prefix (only the workload writes), so the replay is
  * complete when an event reaches `upTo`; no progress requests (see `progressRequests`).
  */
-async function replay(conn: EtcdConnection, prefix: string, upTo: number, timeoutMs: number): Promise<WatchStream> {
+async function replay(conn: EtcdConnection, prefix: string, from: number, upTo: number, timeoutMs: number): Promise<WatchStream> {
   const rec = new WatchStreamRecorder(999, { key: prefix, rangeEnd: prefixRangeEnd(prefix) }, true);
-  rec.open(1);
+  rec.open(from);
   const stream = conn.openWatch(false);
   let covered = 0;
   await new Promise<void>((resolve, reject) => {
@@ -121,15 +122,19 @@ async function replay(conn: EtcdConnection, prefix: string, upTo: number, timeou
       if (covered >= upTo) done();
     });
     stream.on("error", (e: Error) => done(e));
-    stream.write({ create_request: { key: Buffer.from(prefix), range_end: Buffer.from(prefixRangeEnd(prefix), "latin1"), start_revision: "1", prev_kv: true } });
+    stream.write({ create_request: { key: Buffer.from(prefix), range_end: Buffer.from(prefixRangeEnd(prefix), "latin1"), start_revision: String(from), prev_kv: true } });
   });
   return rec.stream;
 }
 
-/** Acknowledged writes missing from the replayed revision history. */
-function lostWrites(history: History, replayed: WatchStream): string[] {
+/**
+ * Acknowledged writes missing from the revision history as the watch streams delivered it: the
+ * final replay (from revision 1, or after the last compaction) plus the live watchers, which
+ * watched from revision 1 and are checked gap-free by the watch checks.
+ */
+function lostWrites(history: History, streams: readonly WatchStream[]): string[] {
   const byRev = new Map<number, { key: string; value: string | null }>();
-  for (const seg of replayed.segments) for (const r of seg.responses) for (const e of r.events) byRev.set(e.kv.modRevision, { key: e.kv.key, value: e.type === "put" ? e.kv.value : null });
+  for (const s of streams) for (const seg of s.segments) for (const r of seg.responses) for (const e of r.events) byRev.set(e.kv.modRevision, { key: e.kv.key, value: e.type === "put" ? e.kv.value : null });
   const lost: string[] = [];
   for (const o of history) {
     const rev = writeRevision(o);
@@ -165,7 +170,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     log(`cluster up, leader ${first.name}; peer connections by source: ${cluster.members.map((m) => `${m.name}←[${m.proxy.sources().join(",")}]`).join(" ")}`);
     workload = new Workload({ endpoints: cluster.endpoints, seed: Math.floor(r() * 2 ** 31), clients: opts.clients ?? 6, keys: opts.keys ?? 6, thinkMs: opts.thinkMs ?? 5, maxOps: 3_000_000, staleReadRate: opts.staleReadRate ?? 0, serializableGets: opts.serializableGets ?? false, progressRequests });
     workload.start();
-    injector = new FaultInjector(cluster, rng(Math.floor(r() * 2 ** 31)), { kinds: opts.faults, electionMs, log, order: opts.faultOrder ?? "random" });
+    const wl = workload;
+    injector = new FaultInjector(cluster, rng(Math.floor(r() * 2 ** 31)), { kinds: opts.faults, electionMs, log, order: opts.faultOrder ?? "random", compactBelow: () => wl.minWatcherCovered() });
     const end = Date.now() + opts.durationS * 1000;
     await injector.run(() => Date.now() >= end);
 
@@ -177,7 +183,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     await workload.finalReads();
     const finalRevision = await eventually(async () => (await cluster.members[0]!.conn.execute({ kind: "get", key: "chaos/k0" }, 3_000)).revision, 30_000, "the final revision");
     const laggingWatchers = await workload.drainWatchers(finalRevision, 30_000);
-    const replayed = await replay(cluster.members[0]!.conn, workload.keyPrefix, finalRevision, 30_000);
+    const replayed = await replay(cluster.members[0]!.conn, workload.keyPrefix, injector.lastCompactRevision + 1, finalRevision, 30_000);
+    const compactedWatchers = workload.compactedWatchers();
     await workload.close();
 
     const history = workload.history();
@@ -188,7 +195,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const files = writeViolations(outDir, lin.violations);
     const watch = checkWatches(history, [...workload.watchStreams(), replayed]);
     writeFileSync(join(outDir, "watch-violations.txt"), watch.violations.map((v) => `${v.kind}: ${v.message}`).join("\n") + "\n");
-    const lost = lostWrites(history, replayed);
+    const lost = lostWrites(history, [replayed, ...workload.watchStreams()]);
     cluster.sampleRss();
 
     const k = workload.stats.byKind;
@@ -207,7 +214,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       violations: lin.violations.map((v) => v.explanation),
       reportFiles: files.map((f) => f.html),
       watch: {
-        ok: watch.ok && laggingWatchers.length === 0,
+        ok: watch.ok && laggingWatchers.length === 0 && compactedWatchers.length === 0,
         streams: watch.stats.streams,
         events: watch.stats.events,
         progressNotifies: watch.stats.progressNotifies,
@@ -215,12 +222,14 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         prevKvChecked: watch.stats.prevKvChecked,
         violations: watch.violations.map((v) => `${v.kind}: ${v.message}`),
         laggingWatchers,
+        compactedWatchers,
         reconnects: workload.stats.watchReconnects,
       },
       ackedWrites: history.filter((o) => writeRevision(o) !== undefined).length,
       lostWrites: lost.length,
       lostExamples: lost.slice(0, 5),
       finalRevision,
+      lastCompactRevision: injector.lastCompactRevision,
       peakRssMiB: Object.fromEntries(cluster.members.map((m) => [m.name, Math.round((m.peakRssKiB / 1024) * 10) / 10])),
       staleReadsInjected: workload.stats.staleReadsInjected,
       injectedBugs: [...((opts.staleReadRate ?? 0) > 0 ? [`stale-read=${opts.staleReadRate}`] : []), ...(opts.serializableGets ? ["serializable-reads"] : [])],
@@ -254,9 +263,9 @@ export function formatReport(rep: ChaosReport): string {
     `linearizable: ${rep.linearizable} (checker steps ${rep.checkerSteps}; unknown-outcome writes: ${rep.unknownWrites.applied} applied and ${rep.unknownWrites.notApplied} not, per the watch replay; ${rep.unknownWrites.stillUnknown} left unknown)`,
     ...rep.violations.slice(0, 3).map((v) => `  ${v.split("\n").join("\n  ")}`),
     ...(rep.reportFiles.length > 0 ? [`  timelines: ${rep.reportFiles.join(", ")}`] : []),
-    `watch checks: ${rep.watch.ok ? "passed" : "FAILED"} (${rep.watch.streams} streams, ${rep.watch.events} events, ${rep.watch.progressNotifies} progress notifications, ${rep.watch.requiredDeliveries} required deliveries, ${rep.watch.prevKvChecked} prev_kv checked, ${rep.watch.reconnects} reconnects${rep.watch.laggingWatchers.length > 0 ? `, lagging watchers ${rep.watch.laggingWatchers.join(",")}` : ""})`,
+    `watch checks: ${rep.watch.ok ? "passed" : "FAILED"} (${rep.watch.streams} streams, ${rep.watch.events} events, ${rep.watch.progressNotifies} progress notifications, ${rep.watch.requiredDeliveries} required deliveries, ${rep.watch.prevKvChecked} prev_kv checked, ${rep.watch.reconnects} reconnects${rep.watch.laggingWatchers.length > 0 ? `, lagging watchers ${rep.watch.laggingWatchers.join(",")}` : ""}${rep.watch.compactedWatchers.length > 0 ? `, watchers compacted away ${rep.watch.compactedWatchers.join(",")}` : ""})`,
     ...rep.watch.violations.slice(0, 5).map((v) => `  ${v}`),
-    `acknowledged writes lost: ${rep.lostWrites} of ${rep.ackedWrites} (final revision ${rep.finalRevision})`,
+    `acknowledged writes lost: ${rep.lostWrites} of ${rep.ackedWrites} (final revision ${rep.finalRevision}${rep.lastCompactRevision > 0 ? `, compacted up to ${rep.lastCompactRevision}` : ""})`,
     ...rep.lostExamples.map((l) => `  ${l}`),
     `peak RSS (VmHWM): ${Object.entries(rep.peakRssMiB).map(([n, v]) => `${n} ${v} MiB`).join(", ")}`,
     ...(rep.injectedBugs.length > 0 ? [`TEST-ONLY injected client bugs: ${rep.injectedBugs.join(", ")} (stale reads served from cache: ${rep.staleReadsInjected})`] : []),

@@ -186,6 +186,15 @@ export class EtcdConnection {
     return r.members;
   }
 
+  /** Compacts the key-value history below `revision` (logical compaction, as etcdctl compact). */
+  async compact(revision: number, timeoutMs: number): Promise<void> {
+    await this.unary(this.kv, "Compact", { revision: String(revision), physical: false }, timeoutMs);
+  }
+
+  async defragment(timeoutMs: number): Promise<void> {
+    await this.unary(this.maintenance, "Defragment", {}, timeoutMs);
+  }
+
   async moveLeader(targetId: string, timeoutMs: number): Promise<void> {
     await this.unary(this.maintenance, "MoveLeader", { targetID: targetId }, timeoutMs);
   }

@@ -2,13 +2,14 @@
  * Fault injection on a ChaosCluster, one fault at a time with quiet gaps between (each fault is
  * applied, held, healed): SIGKILL + restart, SIGSTOP/SIGCONT beyond the election timeout, a
  * member partitioned from the others, a one-way drop on one link, delayed links, connection
- * resets, leader transfers. The leader is the target half of the time. Seeded.
+ * resets, leader transfers, compaction and defragmentation during traffic. The leader is the
+ * target half of the time. Seeded.
  */
 import type { ChaosCluster, ChaosMember } from "./chaos_cluster.js";
 import { pick, type Rng } from "./gen.js";
 import { BLACKHOLE, UNKNOWN_SOURCE } from "./proxy.js";
 
-export const FAULT_KINDS = ["kill", "pause", "partition", "oneway", "delay", "reset", "transfer"] as const;
+export const FAULT_KINDS = ["kill", "pause", "partition", "oneway", "delay", "reset", "transfer", "compact", "defrag"] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface FaultRecord {
@@ -28,6 +29,11 @@ export interface FaultInjectorOptions {
   electionMs: number;
   /** Quiet time between faults. */
   gapMs?: [number, number];
+  /**
+   * The highest revision it is safe to compact below: every watcher has covered it, so none will
+   * need to resume from a compacted revision (compaction then tests the store, not the client).
+   */
+  compactBelow?: () => number;
   /** "random": each fault drawn at random; "cycle": every kind in turn, reshuffled each round (short runs see all kinds). */
   order?: "random" | "cycle";
   log?: (line: string) => void;
@@ -46,6 +52,8 @@ function shuffle<T>(r: Rng, xs: readonly T[]): T[] {
 
 export class FaultInjector {
   readonly records: FaultRecord[] = [];
+  /** The highest revision compacted so far (0 = never). */
+  lastCompactRevision = 0;
   private readonly t0 = Date.now();
 
   constructor(
@@ -173,6 +181,23 @@ export class FaultInjector {
           await sleep(300);
         }
         rec.detail = `${n} peer connections of ${m.name} reset`;
+        return;
+      }
+      case "compact": {
+        const below = this.opts.compactBelow?.() ?? 0;
+        const rev = below - 20;
+        if (rev <= this.lastCompactRevision + 1) {
+          rec.detail = `nothing to compact (safe bound ${below})`;
+          return;
+        }
+        rec.detail = `compact at revision ${rev} via ${m.name}`;
+        await m.conn.compact(rev, 10_000);
+        this.lastCompactRevision = rev;
+        return;
+      }
+      case "defrag": {
+        rec.detail = "defragment";
+        await m.conn.defragment(30_000);
         return;
       }
       case "transfer": {

@@ -145,6 +145,8 @@ class Watcher {
   private progressTimer: NodeJS.Timeout | undefined;
   /** Highest revision this watcher is known to have covered (events or progress). */
   covered = 0;
+  /** Set when the server canceled the watch because its revision was compacted. */
+  compacted = 0;
 
   constructor(
     readonly id: number,
@@ -158,7 +160,7 @@ class Watcher {
   async run(): Promise<void> {
     while (!this.w.closed) {
       await this.segment();
-      if (this.w.closed) break;
+      if (this.w.closed || this.compacted > 0) break;
       this.w.stats.watchReconnects++;
       this.endpoint = (this.endpoint + 1) % this.w.connections.length;
       await sleep(100);
@@ -202,6 +204,8 @@ class Watcher {
       return;
     }
     if (res.canceled) {
+      // Canceled for compaction: resuming below the compacted revision can never succeed.
+      if (Number(res.compact_revision) > 0) this.compacted = Number(res.compact_revision);
       finish();
       return;
     }
@@ -293,8 +297,18 @@ export class Workload {
     for (const c of this.connections) c.close();
   }
 
+  /** The lowest revision every watcher has covered (compaction below it is safe for them). */
+  minWatcherCovered(): number {
+    return Math.min(...this.watchers.map((w) => w.covered));
+  }
+
   history(): History {
     return this.recorder.history();
+  }
+
+  /** Watchers stopped by a compaction of the revision they needed (must stay empty). */
+  compactedWatchers(): number[] {
+    return this.watchers.filter((w) => w.compacted > 0).map((w) => w.id);
   }
 
   watchStreams(): WatchStream[] {
