@@ -5,10 +5,10 @@
  * advertised URL, each proxy names the dialing member from its first bytes (etcd: X-Server-From,
  * etcetera: the Hello frame) — which is what makes per-link partitions possible.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, Member, TARGET_ETCD, type MemberSpec } from "../e2e/harness.js";
+import { freePort, Member, SERVER_JS, TARGET_ETCD, type MemberSpec } from "../e2e/harness.js";
 import { EtcdConnection } from "./etcd_client.js";
 import { classifyEtcdHttp, classifyEtcetera, normalizeId, TcpProxy } from "./proxy.js";
 
@@ -51,6 +51,7 @@ export class ChaosCluster {
   ) {}
 
   static async create(opts: ChaosClusterOptions): Promise<ChaosCluster> {
+    if (!TARGET_ETCD && !existsSync(SERVER_JS)) throw new Error(`${SERVER_JS} missing: run 'npm run build' first (or E2E_TARGET=etcd)`);
     const dir = mkdtempSync(join(tmpdir(), "etcetera-chaos-"));
     const specs: MemberSpec[] = [];
     const proxies: TcpProxy[] = [];
