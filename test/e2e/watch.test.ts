@@ -321,6 +321,25 @@ describe("watch", () => {
     expect(live.events.map((e) => [e.type, Number(e.kv.mod_revision), Number(e.kv.version)])).toEqual([["PUT", r4, 1]]);
   });
 
+  it("a start revision in the future waits for it", async () => {
+    const cur = Number((await kv.header()).revision);
+    const w = watchClient();
+    await w.watch({ key: "wfu/k", start_revision: cur + 2 });
+    await kv.put("wfu/k", "skipped");
+    const r2 = await kv.put("wfu/k", "seen");
+    const evs = await w.events("0", 1);
+    expect(evs.map((e) => [s(e.kv.value), Number(e.kv.mod_revision)])).toEqual([["seen", r2]]);
+  });
+
+  it("a client that half-closes its side keeps receiving events", async () => {
+    const w = watchClient();
+    await w.watch({ key: "whc/k" });
+    w.call.end();
+    const rev = await kv.put("whc/k", "after-end");
+    const evs = await w.events("0", 1);
+    expect(Number(evs[0]!.kv.mod_revision)).toBe(rev);
+  });
+
   it("a compacted start revision cancels the watcher with compact_revision", async () => {
     const r1 = await kv.put("wx/k", "1");
     await kv.put("wx/k", "2");

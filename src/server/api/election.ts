@@ -86,7 +86,8 @@ export function electionService(s: EtcdServer) {
       // The observation stops when the RPC ends or when a `hasleader` client's member loses its leader.
       const stop = new AbortController();
       const abort = () => stop.abort(ctx.signal.reason);
-      ctx.signal.addEventListener("abort", abort, { once: true });
+      if (ctx.signal.aborted) abort();
+      else ctx.signal.addEventListener("abort", abort, { once: true });
       const bound = {
         loseLeader: () => {
           call.fail(Errors.noLeader());

@@ -63,6 +63,7 @@ export function watchService(s: EtcdServer) {
       if (ctx.metadata.get(REQUIRE_LEADER_KEY) === "true") monitor.add(sws);
       sws.onClose(() => monitor.delete(sws));
       // etcd keeps a stream whose client half-closed: only cancellation or disconnect end it.
+      if (ctx.signal.aborted) return sws.close();
       ctx.signal.addEventListener("abort", () => sws.close(), { once: true });
       sws.start();
     },
