@@ -13,7 +13,10 @@
  * hits both alike, and the totals over all windows are compared.
  *
  *   npx tsx bench/grpc.ts [--windows 6] [--window-ms 2000] [--settle-ms 500] [--warmup-ms 1500]
- *                         [--workers 2] [--levels 1:1,100:10,1000:100]
+ *                         [--workers 2] [--levels 1:1,100:10,1000:100] [--driver grpc-js|h2]
+ *
+ * --driver h2 swaps the grpc-js clients for bare node:http2 requests: a lighter
+ * driver that leaves more of the two cores to the server under test.
  */
 
 import { type ChildProcess, fork } from "node:child_process";
@@ -28,6 +31,7 @@ interface Args {
   settleMs: number;
   warmupMs: number;
   workers: number;
+  driver: "grpc-js" | "h2";
   levels: { clients: number; connections: number }[];
 }
 
@@ -42,6 +46,7 @@ function parseArgs(argv: string[]): Args {
     settleMs: Number(get("settle-ms", "500")),
     warmupMs: Number(get("warmup-ms", "1500")),
     workers: Number(get("workers", "2")),
+    driver: get("driver", "grpc-js") === "h2" ? "h2" : "grpc-js",
     levels: get("levels", "1:1,100:10,1000:100")
       .split(",")
       .map((pair) => {
@@ -112,6 +117,7 @@ async function measureLevel(level: Args["levels"][number], args: Args, request: 
         clients: level.clients,
         connections: level.connections,
         workers: args.workers,
+        driver: args.driver,
       });
       loads[kind].pause();
     }
@@ -166,7 +172,7 @@ async function main(): Promise<void> {
   console.log(
     `gRPC transport benchmark: serializable Range from a constant; per level ${args.windows} alternating ` +
       `${args.windowMs} ms windows per server (${args.settleMs} ms settle, ${args.warmupMs} ms warm-up); ` +
-      `driver: grpc-js clients on ${args.workers} worker threads`,
+      `driver: ${args.driver === "h2" ? "bare node:http2" : "grpc-js"} clients on ${args.workers} worker threads`,
   );
   const rows: string[] = [];
   for (const level of args.levels) {

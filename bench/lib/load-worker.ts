@@ -1,9 +1,11 @@
 /**
  * One load-driver worker: opens its share of connections (one grpc-js channel
  * each, no subchannel sharing) and runs its share of clients, each a loop of
- * one unary request at a time.
+ * one unary request at a time. The "h2" driver replaces grpc-js with bare
+ * node:http2 requests (a lighter client, to find the server's own limit).
  */
 
+import http2 from "node:http2";
 import { parentPort, workerData } from "node:worker_threads";
 import * as grpc from "@grpc/grpc-js";
 import { LatencyHistogram } from "./histogram.js";
@@ -24,8 +26,42 @@ let errors = 0;
 let firstError: string | undefined;
 let latency = new LatencyHistogram();
 
+/** Issues one unary call on a connection and calls back with an error description or undefined. */
+type Caller = (done: (error: string | undefined) => void) => void;
+
+function grpcJsCaller(client: grpc.Client): Caller {
+  return (done) =>
+    client.makeUnaryRequest(setup.path, serialize, deserialize, request, (err) => done(err ? `${err.code} ${err.details}` : undefined));
+}
+
+const framed = Buffer.alloc(5 + request.length);
+framed.writeUInt32BE(request.length, 1);
+request.copy(framed, 5);
+const H2_HEADERS = { ":method": "POST", ":path": setup.path, "content-type": "application/grpc", te: "trailers" };
+
+function h2Caller(session: http2.ClientHttp2Session): Caller {
+  return (done) => {
+    const req = session.request(H2_HEADERS);
+    let status: string | undefined;
+    req.on("response", (h) => (status = h["grpc-status"] as string | undefined));
+    req.on("trailers", (t) => (status = t["grpc-status"] as string | undefined));
+    req.on("data", () => {});
+    req.on("error", () => {});
+    req.on("close", () => done(status === "0" ? undefined : `grpc-status ${status ?? "missing"} rst ${req.rstCode}`));
+    req.end(framed);
+  };
+}
+
 const channels: grpc.Client[] = [];
-for (let i = 0; i < setup.connections; i++) {
+const sessions: http2.ClientHttp2Session[] = [];
+const callers: Caller[] = [];
+for (let i = 0; i < setup.connections && setup.driver === "h2"; i++) {
+  const session = http2.connect(`http://${setup.target}`);
+  session.on("error", () => {});
+  sessions.push(session);
+  callers.push(h2Caller(session));
+}
+for (let i = 0; i < setup.connections && setup.driver !== "h2"; i++) {
   channels.push(
     new grpc.Client(setup.target, grpc.credentials.createInsecure(), {
       "grpc.use_local_subchannel_pool": 1,
@@ -35,9 +71,10 @@ for (let i = 0; i < setup.connections; i++) {
       "grpc.enable_channelz": 0,
     }),
   );
+  callers.push(grpcJsCaller(channels[i]!));
 }
 
-function runClient(client: grpc.Client, onFirst: () => void): void {
+function runClient(call: Caller, onFirst: () => void): void {
   let first = true;
   const issue = (): void => {
     if (stopped) return;
@@ -46,7 +83,7 @@ function runClient(client: grpc.Client, onFirst: () => void): void {
       return;
     }
     const t0 = performance.now();
-    client.makeUnaryRequest(setup.path, serialize, deserialize, request, (err) => {
+    call((err) => {
       if (first) {
         first = false;
         onFirst();
@@ -54,7 +91,7 @@ function runClient(client: grpc.Client, onFirst: () => void): void {
       if (measuring) {
         if (err) {
           errors++;
-          firstError ??= `${err.code} ${err.details}`;
+          firstError ??= err;
         } else {
           requests++;
           latency.record((performance.now() - t0) * 1000);
@@ -70,7 +107,7 @@ let pending = setup.clients;
 const onFirst = (): void => {
   if (--pending === 0) parentPort!.postMessage({ kind: "ready" } satisfies WorkerReport);
 };
-for (let i = 0; i < setup.clients; i++) runClient(channels[i % channels.length]!, onFirst);
+for (let i = 0; i < setup.clients; i++) runClient(callers[i % callers.length]!, onFirst);
 
 parentPort!.on("message", (cmd: WorkerCommand) => {
   switch (cmd.kind) {
@@ -105,4 +142,5 @@ parentPort!.on("message", (cmd: WorkerCommand) => {
   };
   parentPort!.postMessage(report);
   for (const c of channels) c.close();
+  for (const s of sessions) s.destroy();
 });

@@ -26,6 +26,8 @@ export interface LoadOptions {
   connections: number;
   /** worker_threads running the clients. */
   workers: number;
+  /** "grpc-js" (default): @grpc/grpc-js clients; "h2": bare node:http2 requests, a lighter driver. */
+  driver?: "grpc-js" | "h2";
 }
 
 /** Messages between the driver and its workers. */
@@ -40,6 +42,7 @@ export type WorkerReport =
   | { kind: "done"; requests: number; errors: number; firstError: string | undefined; latency: number[]; sumUs: number };
 
 export interface WorkerSetup {
+  driver: "grpc-js" | "h2";
   target: string;
   path: string;
   request: Uint8Array;
@@ -80,6 +83,7 @@ export class Load {
     const readies: Promise<void>[] = [];
     for (let i = 0; i < workerCount; i++) {
       const setup: WorkerSetup = {
+        driver: options.driver ?? "grpc-js",
         target: options.target,
         path: options.path,
         request: options.request,
