@@ -43,7 +43,7 @@ type Unary = (req: object, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: gr
 type Ctor = new (address: string, creds: grpc.ChannelCredentials, options?: object) => grpc.Client;
 
 const pkg = grpc.loadPackageDefinition(
-  loader.loadSync(["etcdserverpb/rpc.proto"], {
+  loader.loadSync(["etcdserverpb/rpc.proto", "v3electionpb/v3election.proto"], {
     includeDirs: [join(ROOT, "proto")],
     keepCase: true,
     longs: String,
@@ -51,7 +51,7 @@ const pkg = grpc.loadPackageDefinition(
     defaults: true,
     oneofs: true,
   }),
-) as unknown as { etcdserverpb: Record<string, Ctor> };
+) as unknown as { etcdserverpb: Record<string, Ctor>; v3electionpb: Record<string, Ctor> };
 
 const CLIENT_OPTS = { "grpc.max_receive_message_length": 64 * 1024 * 1024 };
 
@@ -499,12 +499,22 @@ describe("watch", () => {
     await w.watch({ key: "wh/k" });
     const plain = watchClient(survivor.endpoint);
     await plain.watch({ key: "wh/k" });
+    // Other streams with hasleader end too (etcd's interceptor cancels them).
+    const election = new pkg.v3electionpb.Election!(survivor.endpoint, grpc.credentials.createInsecure());
+    const observe = (election as unknown as Record<string, (req: object, md: grpc.Metadata) => grpc.ClientReadableStream<unknown>>).Observe!;
+    const obs = observe.call(election, { name: Buffer.from("wh-election") }, md);
+    let obsEnd: grpc.ServiceError | undefined;
+    obs.on("error", (e: grpc.ServiceError) => (obsEnd = e));
+    obs.on("data", () => undefined);
     await cluster.members[0]!.kill("SIGKILL");
     await cluster.members[1]!.kill("SIGKILL");
     const err = await eventually(async () => (w.ended !== undefined ? w.ended : undefined), 20_000, "hasleader stream end");
     expect(err).not.toBe("ok");
     expect((err as grpc.ServiceError).code).toBe(grpc.status.UNAVAILABLE);
     expect((err as grpc.ServiceError).details).toBe("etcdserver: no leader");
+    const oe = await eventually(async () => obsEnd, 10_000, "hasleader observe end");
+    expect([oe.code, oe.details]).toEqual([grpc.status.UNAVAILABLE, "etcdserver: no leader"]);
+    election.close();
     // The stream without hasleader stays open.
     expect(plain.ended).toBeUndefined();
     const late = watchClient(survivor.endpoint, md);
