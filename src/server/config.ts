@@ -106,6 +106,8 @@ export interface ServerConfig {
   readonly grpcKeepaliveTimeoutMs: number;
   readonly watchProgressNotifyIntervalMs: number;
   readonly compactionBatchLimit: number;
+  /** Entries kept in the raft log behind a snapshot for slow followers (--experimental-snapshot-catchup-entries). */
+  readonly snapshotCatchUpEntries: number;
 
   /** --version was given: print `versionText()` and exit 0. */
   readonly printVersion: boolean;
@@ -163,6 +165,7 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   { group: LOGGING, name: "log-level", kind: "string", defaultValue: "info", usage: "Configures log level. Only supports debug, info, warn, error, panic, or fatal." },
 
   { group: EXPERIMENTAL, name: "experimental-compaction-batch-limit", kind: "uint", defaultValue: "1000", usage: "Sets the maximum revisions deleted in each compaction batch." },
+  { group: EXPERIMENTAL, name: "experimental-snapshot-catchup-entries", kind: "uint", defaultValue: "5000", usage: "Number of entries for a slow follower to catch up after compacting the raft storage entries." },
   { group: EXPERIMENTAL, name: "experimental-watch-progress-notify-interval", kind: "duration", defaultValue: "10m", usage: "Duration of periodical watch progress notification." },
 
   { group: "", name: "version", kind: "bool", defaultValue: "false", usage: "Print the version and exit." },
@@ -287,6 +290,7 @@ function buildConfig(
     grpcKeepaliveTimeoutMs: parseGoDurationMs(raw("grpc-keepalive-timeout")),
     watchProgressNotifyIntervalMs: parseGoDurationMs(raw("experimental-watch-progress-notify-interval")),
     compactionBatchLimit: parseGoUint(raw("experimental-compaction-batch-limit")),
+    snapshotCatchUpEntries: parseGoUint(raw("experimental-snapshot-catchup-entries")),
     printVersion: parseGoBool(raw("version")),
     printHelp,
     warnings,

@@ -143,6 +143,8 @@ export class EtcdServer {
       noteWrites: (n) => this.kv.noteWrites(n),
     });
     this.lessor.setRangeDeleter(this.kv);
+    // On a snapshot restore the lessor reloads its leases first, then the store re-attaches keys.
+    this.kv.onRestore(() => this.lessor.recover(this.kv.db));
     this.kv.setLeaseHooks(this.lessor);
     this.membership = new Membership(this.kv.db, this.clusterId);
     this.alarms = new Alarms(this.kv.db);
@@ -163,6 +165,7 @@ export class EtcdServer {
       clusterId: this.clusterId,
       maxWals: c.maxWals,
       maxSnapshots: c.maxSnapshots,
+      snapshotCatchUpEntries: c.snapshotCatchUpEntries,
       logger: componentLogger(this.rootLogger, "wal"),
       registry,
     });
@@ -257,8 +260,6 @@ export class EtcdServer {
   /** Replaces the backend with a database image and reloads everything that lives in it. */
   private installBackend(dbPath: string): void {
     this.watchable.restoreFromSnapshot(dbPath);
-    this.lessor.recover(this.kv.db);
-    this.kv.setLeaseHooks(this.lessor);
     this.membership = new Membership(this.kv.db, this.clusterId);
     this.alarms = new Alarms(this.kv.db);
     if (this.applier !== undefined) {

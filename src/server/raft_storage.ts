@@ -11,9 +11,6 @@ import type { ConfState, Entry, HardState, Snapshot } from "../raft/types.js";
 import { Snapshotter, WAL } from "../wal/index.js";
 import type { Logger } from "./logger.js";
 
-/** Entries kept in the raft log behind a snapshot, for slow followers (etcd's SnapshotCatchUpEntries). */
-export const SNAPSHOT_CATCH_UP_ENTRIES = 5000;
-
 export interface RaftStorageOptions {
   walDir: string;
   snapDir: string;
@@ -21,6 +18,8 @@ export interface RaftStorageOptions {
   clusterId: number;
   maxWals: number;
   maxSnapshots: number;
+  /** Entries kept in the raft log behind a snapshot, for slow followers (etcd's SnapshotCatchUpEntries). */
+  snapshotCatchUpEntries: number;
   logger: Logger;
   registry?: Registry;
 }
@@ -107,7 +106,7 @@ export class RaftStorage {
     const snap = this.memory.createSnapshot(index, confState, data);
     await this.snapshotter.save(snap);
     await this.wal.saveSnapshotMarker({ index, term: snap.metadata.term, confState });
-    const compactTo = index - SNAPSHOT_CATCH_UP_ENTRIES;
+    const compactTo = index - this.opts.snapshotCatchUpEntries;
     if (compactTo > this.memory.firstIndex()) this.memory.compact(compactTo);
     await this.wal.releaseTo(index);
     await this.snapshotter.purge(this.opts.maxSnapshots);
