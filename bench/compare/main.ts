@@ -3,7 +3,7 @@
  * seed matrix of issue 8 run in alternating rounds, medians, ratios, peak RSS per member.
  *
  *   npx tsx bench/compare/main.ts [--rounds=3] [--quick] [--only=etcd|etcetera] [--rows=id,id]
- *                                 [--workers=N] [--out=bench/results] [--no-install]
+ *                                 [--workers=N] [--out=bench/results] [--no-install] [--run-timeout=SEC]
  *
  * Every (round, target, row) runs on a fresh cluster, so rows do not inherit each other's data
  * and peak RSS (VmHWM) belongs to that row. Round r runs etcd first when r is odd, etcetera
@@ -41,7 +41,9 @@ function parseOptions(argv: string[]): CompareOptions {
     quick: false,
     only: undefined,
     rows: undefined,
-    workers: undefined,
+    // One generator thread by default: on a small machine shared with the 3 members, more
+    // threads only take CPU from the servers (see bench/compare/workers.ts for the evidence).
+    workers: availableParallelism() >= 8 ? undefined : 1,
     outDir: join(ROOT, "bench/results"),
     install: true,
     runTimeoutMs: 300_000,
