@@ -148,6 +148,8 @@ export class WAL {
 
   readonly stats: WalStats = { writes: 0, syncs: 0, entries: 0, bytes: 0, cuts: 0 };
 
+  private tailDsync: fs.promises.FileHandle | undefined;
+
   private constructor(
     readonly dir: string,
     private readonly metadata: WalMetadata,
@@ -329,6 +331,8 @@ export class WAL {
     await this.releasing;
     await this.pipeline.close();
     await this.tail.close();
+    await this.tailDsync?.close();
+    this.tailDsync = undefined;
     for (const s of this.segments) this.closeReadFd(s);
   }
 
@@ -463,9 +467,16 @@ export class WAL {
     }
     const buf = w.finish();
     this.pipeline.start();
-    await writeFully(this.tail, buf, this.tailOffset);
+    if (mustSync) {
+      // One O_DSYNC write is a write and an fdatasync of its range in a single trip through the
+      // thread pool: half the hops of write-then-datasync on the commit path.
+      const t0 = performance.now();
+      await writeFully(await this.dsyncTail(), buf, this.tailOffset);
+      this.observeSync(performance.now() - t0);
+    } else {
+      await writeFully(this.tail, buf, this.tailOffset);
+    }
     this.stats.writes++;
-    if (mustSync) await this.sync();
     // Only now is the batch on disk: publish its effects.
     const seq = this.segments[this.segments.length - 1]!.seq;
     for (const p of placed) this.locations.put(p.e.index, { seq, offset: p.offset, totalBytes: p.bytes, seedCrc: p.seed, term: p.e.term });
@@ -484,10 +495,16 @@ export class WAL {
     this.writeBytes?.inc(buf.length);
   }
 
-  private async sync(): Promise<void> {
-    const t0 = performance.now();
-    await this.tail.datasync();
-    const tookMs = performance.now() - t0;
+  /** A second handle on the tail segment opened O_DSYNC: its writes return durable. */
+  private async dsyncTail(): Promise<fs.promises.FileHandle> {
+    this.tailDsync ??= await fs.promises.open(
+      this.segments[this.segments.length - 1]!.path,
+      fs.constants.O_RDWR | fs.constants.O_DSYNC,
+    );
+    return this.tailDsync;
+  }
+
+  private observeSync(tookMs: number): void {
     this.stats.syncs++;
     this.fsyncHistogram?.observe(tookMs / 1000);
     if (tookMs > this.warnSyncDurationMs) {
@@ -519,6 +536,8 @@ export class WAL {
     await fs.promises.rename(prepared.path, finalPath);
     await fsyncDir(this.dir);
     await this.tail.close();
+    await this.tailDsync?.close();
+    this.tailDsync = undefined;
     this.tail = prepared.fh;
     this.tailOffset = header.length;
     this.chainCrc = w.chainCrc;
