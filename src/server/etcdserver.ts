@@ -97,6 +97,9 @@ export class EtcdServer {
   private confState: ConfState = { voters: [], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
 
   private proposals: Array<{ id: number; data: Buffer }> = [];
+  private readonly deadlines: Array<{ id: number; atMs: number }> = [];
+  private deadlineHead = 0;
+  private deadlineTimer: NodeJS.Timeout | undefined;
   private readyScheduled = false;
   private loopRunning = false;
   private loopAgain = false;
@@ -241,6 +244,7 @@ export class EtcdServer {
       this.schedule();
     }, c.heartbeatMs);
     this.leaseTimer = setInterval(() => this.revokeExpiredLeases(), EXPIRY_POLL_INTERVAL_MS);
+    this.deadlineTimer = setInterval(() => this.sweepDeadlines(), 100);
     this.schedule();
     void this.publish();
   }
@@ -506,14 +510,31 @@ export class EtcdServer {
     const done = this.wait.register(id);
     this.proposals.push({ id, data });
     this.schedule();
-    const timer = setTimeout(() => this.wait.fail(id, this.leaderId === NONE ? Errors.timeoutDueToLeaderFail() : Errors.timeout()), this.requestTimeoutMs);
+    // Every proposal has the same timeout, so deadlines queue in order: one sweep timer, not one each.
+    this.deadlines.push({ id, atMs: performance.now() + this.requestTimeoutMs });
+    if (signal === undefined) return done;
     const onAbort = () => this.wait.fail(id, Errors.timeout());
-    signal?.addEventListener("abort", onAbort, { once: true });
+    signal.addEventListener("abort", onAbort, { once: true });
     try {
       return await done;
     } finally {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", onAbort);
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** Fails the proposals whose request timeout passed (etcd's "request timed out"). */
+  private sweepDeadlines(): void {
+    const now = performance.now();
+    const d = this.deadlines;
+    let i = this.deadlineHead;
+    while (i < d.length && d[i]!.atMs <= now) {
+      const { id } = d[i++]!;
+      if (this.wait.has(id)) this.wait.fail(id, this.leaderId === NONE ? Errors.timeoutDueToLeaderFail() : Errors.timeout());
+    }
+    this.deadlineHead = i;
+    if (i > 1024 && i * 2 > d.length) {
+      d.splice(0, i);
+      this.deadlineHead = 0;
     }
   }
 
@@ -679,6 +700,7 @@ export class EtcdServer {
     this.stopped = true;
     clearInterval(this.tickTimer);
     clearInterval(this.leaseTimer);
+    clearInterval(this.deadlineTimer);
     this.wait.failAll(Errors.stopped);
     if (this.readRound) this.finishReadRound(this.readRound, Errors.stopped());
     for (const w of this.readPending.splice(0)) w.reject(Errors.stopped());

@@ -35,7 +35,7 @@ export function kvService(s: EtcdServer, quota: Quota) {
         requireLeaderIfAsked(s, ctx);
         checkPutRequest(req);
         await quota.check(putCost(req));
-        const { response, revision } = await s.proposeAndApply<object>({ put: req }, ctx.signal);
+        const { response, revision } = await s.proposeAndApply<object>({ put: req });
         return { header: header(s, revision), ...response };
       }),
 
@@ -43,7 +43,7 @@ export function kvService(s: EtcdServer, quota: Quota) {
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (!req.key || req.key.length === 0) throw Errors.emptyKey();
-        const { response, revision } = await s.proposeAndApply<object>({ deleteRange: req }, ctx.signal);
+        const { response, revision } = await s.proposeAndApply<object>({ deleteRange: req });
         return { header: header(s, revision), ...response };
       }),
 
@@ -58,7 +58,7 @@ export function kvService(s: EtcdServer, quota: Quota) {
           return { header: header(s), ...r };
         }
         if (txnHasPut(req)) await quota.check(txnCost(req));
-        const { response, revision } = await s.proposeAndApply<object>({ txn: req }, ctx.signal);
+        const { response, revision } = await s.proposeAndApply<object>({ txn: req });
         return { header: header(s, revision), ...response };
       }),
 
