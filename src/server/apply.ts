@@ -76,6 +76,7 @@ export class Applier {
         compaction: req.compaction,
       });
       if (r === null) return undefined;
+      if (req.compaction && !r.error) this.logCompaction(req.compaction.revision ?? 0, r.compaction);
       const response = r.put ?? r.txn ?? r.deleteRange ?? r.range ?? {};
       return { revision: r.revision, response, error: r.error, done: r.compaction };
     }
@@ -85,6 +86,15 @@ export class Applier {
     } catch (err) {
       return { revision: kv.currentRevision(), error: toEtcdError(err) };
     }
+  }
+
+  private logCompaction(revision: number, done: Promise<void> | undefined): void {
+    const started = Date.now();
+    this.o.logger.info({ compactRevision: revision }, "scheduled compaction");
+    void done?.then(
+      () => this.o.logger.info({ compactRevision: revision, tookMs: Date.now() - started }, "finished scheduled compaction"),
+      (err: unknown) => this.o.logger.warn({ compactRevision: revision, err: String(err) }, "compaction failed"),
+    );
   }
 
   private dispatchNonKv(req: InternalRaftRequest): ApplyOutcome {
