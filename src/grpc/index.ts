@@ -4,7 +4,8 @@
  */
 
 export { GrpcServer, type GrpcServerOptions, type TlsOptions, DEFAULT_MAX_REQUEST_BYTES, GRPC_OVERHEAD_BYTES } from "./server.js";
-export { GrpcJsServer, type GrpcJsServerOptions } from "./grpc-js-adapter.js";
+// The grpc-js adapter (./grpc-js-adapter.js) is imported directly by the tests and benchmarks that
+// use it: re-exporting it here would load @grpc/grpc-js (~14 MB RSS) into every server process.
 export { GrpcError, Status, toGrpcError } from "./status.js";
 export type {
   BidiCall,

@@ -4,10 +4,10 @@
  * forwards them over its peer HTTP API. One channel per leader; keep-alives share one stream and
  * are answered in order.
  */
-import * as grpc from "@grpc/grpc-js";
+import type * as grpcTypes from "@grpc/grpc-js";
 import type { MessageCodec } from "../grpc/index.js";
 import type { NodeId } from "../raft/types.js";
-import { EtcdError, Errors, type CodeValue } from "./errors.js";
+import { Code, EtcdError, Errors, type CodeValue } from "./errors.js";
 import { serverCodecs } from "./raft_request.js";
 
 export interface LeaseTimeToLiveRequest {
@@ -55,22 +55,33 @@ function leaseServiceDefinition() {
   };
 }
 
-type LeaseClient = grpc.Client & {
-  LeaseTimeToLive(req: LeaseTimeToLiveRequest, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: LeaseTimeToLiveResponse) => void): void;
-  LeaseKeepAlive(md: grpc.Metadata, opts: grpc.CallOptions): grpc.ClientDuplexStream<{ ID: number }, KeepAliveResponse>;
+type LeaseClient = grpcTypes.Client & {
+  LeaseTimeToLive(req: LeaseTimeToLiveRequest, md: grpcTypes.Metadata, opts: grpcTypes.CallOptions, cb: (err: grpcTypes.ServiceError | null, res?: LeaseTimeToLiveResponse) => void): void;
+  LeaseKeepAlive(md: grpcTypes.Metadata, opts: grpcTypes.CallOptions): grpcTypes.ClientDuplexStream<{ ID: number }, KeepAliveResponse>;
 };
 
-let Ctor: grpc.ServiceClientConstructor | undefined;
+let Ctor: grpcTypes.ServiceClientConstructor | undefined;
+/**
+ * @grpc/grpc-js costs ~14 MB of RSS once loaded; most members never forward (single member, or
+ * clients that talk to the leader), so it is loaded on the first forwarded request.
+ */
+let grpcModule: typeof grpcTypes | undefined;
+async function loadGrpc(): Promise<typeof grpcTypes> {
+  grpcModule ??= await import("@grpc/grpc-js");
+  return grpcModule;
+}
 
 export class LeaderClient {
   private leader: NodeId = 0;
   private client: LeaseClient | undefined;
-  private stream: grpc.ClientDuplexStream<{ ID: number }, KeepAliveResponse> | undefined;
+  private stream: grpcTypes.ClientDuplexStream<{ ID: number }, KeepAliveResponse> | undefined;
   private readonly pending: Array<{ resolve(ttl: number): void; reject(e: Error): void }> = [];
 
   constructor(private readonly timeoutMs: number) {}
 
-  private clientFor(leader: NodeId, url: string): LeaseClient {
+  private async clientFor(leader: NodeId, url: string): Promise<LeaseClient> {
+    if (this.client !== undefined && this.leader === leader) return this.client;
+    const grpc = await loadGrpc();
     if (this.client !== undefined && this.leader === leader) return this.client;
     this.close();
     Ctor ??= grpc.makeGenericClientConstructor(leaseServiceDefinition(), "Lease");
@@ -80,8 +91,9 @@ export class LeaderClient {
     return this.client;
   }
 
-  timeToLive(leader: NodeId, url: string, req: LeaseTimeToLiveRequest): Promise<LeaseTimeToLiveResponse> {
-    const client = this.clientFor(leader, url);
+  async timeToLive(leader: NodeId, url: string, req: LeaseTimeToLiveRequest): Promise<LeaseTimeToLiveResponse> {
+    const client = await this.clientFor(leader, url);
+    const grpc = await loadGrpc();
     return new Promise((resolve, reject) => {
       client.LeaseTimeToLive(req, new grpc.Metadata(), { deadline: Date.now() + this.timeoutMs }, (err, res) => {
         if (err) reject(forwardedError(err));
@@ -91,8 +103,9 @@ export class LeaderClient {
   }
 
   /** Renews a lease on the leader; resolves with its TTL (0: not found). */
-  keepAlive(leader: NodeId, url: string, id: number): Promise<number> {
-    const client = this.clientFor(leader, url);
+  async keepAlive(leader: NodeId, url: string, id: number): Promise<number> {
+    const client = await this.clientFor(leader, url);
+    const grpc = await loadGrpc();
     if (this.stream === undefined) {
       const stream = client.LeaseKeepAlive(new grpc.Metadata(), {});
       stream.on("data", (r: KeepAliveResponse) => this.pending.shift()?.resolve(r.TTL));
@@ -131,9 +144,9 @@ export class LeaderClient {
 }
 
 function forwardedError(e: Error): Error {
-  const code = (e as grpc.ServiceError).code;
-  if (code === grpc.status.UNAVAILABLE || code === grpc.status.CANCELLED) return Errors.leaderChanged();
-  if (code === grpc.status.DEADLINE_EXCEEDED) return Errors.timeout();
-  if (typeof code === "number") return new EtcdError(code as CodeValue, (e as grpc.ServiceError).details);
+  const code = (e as grpcTypes.ServiceError).code;
+  if (code === Code.Unavailable || code === Code.Canceled) return Errors.leaderChanged();
+  if (code === Code.DeadlineExceeded) return Errors.timeout();
+  if (typeof code === "number") return new EtcdError(code as CodeValue, (e as grpcTypes.ServiceError).details);
   return e;
 }

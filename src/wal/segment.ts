@@ -76,3 +76,51 @@ export async function writeZeros(fh: fs.promises.FileHandle, from: number, to: n
     at += bytesWritten;
   }
 }
+
+const READ_CHUNK_BYTES = 1024 * 1024;
+/** Zeros kept after the last non-zero chunk: the decoder needs to see where the data ends. */
+const ZERO_MARGIN_BYTES = READ_CHUNK_BYTES;
+
+export interface SegmentData {
+  /** The file's bytes, without the all-zero chunks of its preallocated tail beyond a margin. */
+  buf: Buffer;
+  /** The file's real size. */
+  fileBytes: number;
+}
+
+/**
+ * Reads a segment without holding its preallocated zero tail in memory (a fresh 64 MiB segment
+ * is almost all zeros). Everything dropped is zero, so a scan of `buf` sees what a scan of the
+ * whole file sees — except a record whose own trailing zeros run past the margin, which the
+ * caller detects (a torn record at the end of a short buffer) and re-reads whole.
+ */
+export async function readSegmentData(file: string): Promise<SegmentData> {
+  const fh = await fs.promises.open(file, "r");
+  try {
+    const { size } = await fh.stat();
+    const kept: Buffer[] = [];
+    let zeroRun = 0;
+    for (let at = 0; at < size; ) {
+      const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK_BYTES, size - at));
+      let got = 0;
+      while (got < chunk.length) {
+        const { bytesRead } = await fh.read(chunk, got, chunk.length - got, at + got);
+        if (bytesRead === 0) break;
+        got += bytesRead;
+      }
+      at += got;
+      if (got < chunk.length) throw new Error(`${file}: short read at offset ${at}`);
+      if (chunk.equals(ZERO_CHUNK.subarray(0, chunk.length))) {
+        zeroRun += chunk.length;
+        continue;
+      }
+      if (zeroRun > 0) kept.push(Buffer.alloc(zeroRun));
+      zeroRun = 0;
+      kept.push(chunk);
+    }
+    if (zeroRun > 0) kept.push(Buffer.alloc(Math.min(zeroRun, ZERO_MARGIN_BYTES)));
+    return { buf: Buffer.concat(kept), fileBytes: size };
+  } finally {
+    await fh.close();
+  }
+}

@@ -44,7 +44,7 @@ import {
   recordCrcOf,
   snapshotPayloadBytes,
 } from "./record.js";
-import { type SegmentName, fsyncDir, listSegments, searchIndex, segmentFileName, writeZeros } from "./segment.js";
+import { type SegmentName, fsyncDir, listSegments, readSegmentData, searchIndex, segmentFileName, writeZeros } from "./segment.js";
 
 export type { SnapshotMarker, WalMetadata } from "./record.js";
 
@@ -256,7 +256,7 @@ export class WAL {
     let chain: number | undefined;
     for (let i = 0; i < names.length; i++) {
       const file = path.join(dir, names[i]!.file);
-      const scan = scanSegment(await fs.promises.readFile(file), chain);
+      const scan = await scanSegmentFile(file, chain);
       if (scan.failure && !(i === names.length - 1 && scan.failure.torn)) {
         throw new WalCorruptionError(file, scan.failure.offset, scan.failure.reason);
       }
@@ -601,6 +601,14 @@ function segmentSizeOf(opts: WalOptions): number {
   return size;
 }
 
+/** Scans a segment file, reading its zero tail only when a record reaches into it. */
+async function scanSegmentFile(file: string, chain: number | undefined): Promise<ReturnType<typeof scanSegment>> {
+  const { buf, fileBytes } = await readSegmentData(file);
+  const scan = scanSegment(buf, chain);
+  if (scan.failure?.torn && buf.length < fileBytes) return scanSegment(await fs.promises.readFile(file), chain);
+  return scan;
+}
+
 async function writeFully(fh: fs.promises.FileHandle, buf: Buffer, position: number): Promise<void> {
   for (let done = 0; done < buf.length; ) {
     const { bytesWritten } = await fh.write(buf, done, buf.length - done, position + done);
@@ -645,8 +653,7 @@ async function replaySegments(segments: SegmentFile[], snap: { index: number; te
   for (let i = 0; i < segments.length; i++) {
     const seg = segments[i]!;
     const isLast = i === segments.length - 1;
-    const buf = await fs.promises.readFile(seg.path);
-    const scan = scanSegment(buf, chain);
+    const scan = await scanSegmentFile(seg.path, chain);
     const headerComplete = scan.records.length >= 2;
     if (scan.failure && !(isLast && scan.failure.torn && headerComplete)) {
       throw new WalCorruptionError(seg.path, scan.failure.offset, scan.failure.reason);
