@@ -344,7 +344,10 @@ export class EtcdServer {
     }
     let snapshot = rd.snapshot;
     if (snapshot !== undefined && snapshot.data.length > 0) snapshot = this.stageIncomingSnapshot(snapshot);
-    if (rd.canSendBeforePersist) this.send(rd.messages);
+    // The leader may send before its own write (see rawnode.ts); any node may when the Ready
+    // promises nothing durable (no entries, snapshot, term or vote: only the commit index moved).
+    const sendEarly = rd.canSendBeforePersist || (!rd.mustSync && rd.entries.length === 0 && snapshot === undefined);
+    if (sendEarly) this.send(rd.messages);
 
     // Entries durable in earlier Readies are applied while this Ready's fsync runs.
     const durableLast = snapshot === undefined ? this.rs.memory.lastIndex() : 0;
@@ -355,7 +358,7 @@ export class EtcdServer {
     await this.applyEntries(early);
     await persisting;
 
-    if (!rd.canSendBeforePersist) this.send(rd.messages);
+    if (!sendEarly) this.send(rd.messages);
     if (snapshot !== undefined) this.applySnapshot(snapshot);
     await this.applyEntries(late);
     if (rd.readStates.length > 0) this.onReadStates(rd.readStates);

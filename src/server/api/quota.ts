@@ -11,8 +11,13 @@ import { Errors } from "../errors.js";
 /** etcd's per-key overhead estimate in the backend (kvOverhead). */
 const KV_OVERHEAD_BYTES = 256;
 
+/** How long a measured database size is reused: two stat calls per write would cost more than the write. */
+const SIZE_CACHE_MS = 100;
+
 export class Quota {
   private raising: Promise<void> | undefined;
+  private sizeBytes = 0;
+  private sizeAtMs = -Infinity;
 
   constructor(private readonly s: EtcdServer) {}
 
@@ -22,9 +27,18 @@ export class Quota {
     if (s.alarms.has(AlarmType.NOSPACE)) throw Errors.noSpace();
     const quota = s.config.quotaBackendBytes;
     if (quota === null) return;
-    if (s.kv.sizeBytes() + costBytes + KV_OVERHEAD_BYTES <= quota) return;
+    if (this.dbSizeBytes() + costBytes + KV_OVERHEAD_BYTES <= quota) return;
     await this.raise();
     throw Errors.noSpace();
+  }
+
+  private dbSizeBytes(): number {
+    const now = performance.now();
+    if (now - this.sizeAtMs > SIZE_CACHE_MS) {
+      this.sizeBytes = this.s.kv.sizeBytes();
+      this.sizeAtMs = now;
+    }
+    return this.sizeBytes;
   }
 
   private raise(): Promise<void> {
