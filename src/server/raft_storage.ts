@@ -1,14 +1,14 @@
 /**
  * The member's durable Raft state: the WAL (entries, hard state, snapshot markers), the snapshot
- * files, and the in-memory raft Storage rebuilt from them at start (etcd's raft.MemoryStorage
- * beside wal.WAL and snap.Snapshotter). Entries since the last compaction of the raft log stay in
- * memory, as in etcd; the WAL is what makes them survive a crash.
+ * files, and the raft Storage over them (etcd's raft.MemoryStorage beside wal.WAL and
+ * snap.Snapshotter). Unlike etcd's MemoryStorage, only a bounded tail of recent entries stays in
+ * memory (WalStorage); older ones are read back from the WAL when a slow follower needs them, so
+ * memory does not grow with --snapshot-count.
  */
 import { mkdirSync } from "node:fs";
 import type { Registry } from "prom-client";
-import { MemoryStorage } from "../raft/index.js";
 import type { ConfState, Entry, HardState, Snapshot } from "../raft/types.js";
-import { Snapshotter, WAL } from "../wal/index.js";
+import { WalStorage, type Snapshotter, type WAL } from "../wal/index.js";
 import type { Logger } from "./logger.js";
 
 export interface RaftStorageOptions {
@@ -34,7 +34,7 @@ export interface OpenedRaftStorage {
 
 export class RaftStorage {
   private constructor(
-    readonly memory: MemoryStorage,
+    readonly memory: WalStorage,
     readonly wal: WAL,
     readonly snapshotter: Snapshotter,
     private readonly opts: RaftStorageOptions,
@@ -42,42 +42,33 @@ export class RaftStorage {
 
   static async open(opts: RaftStorageOptions): Promise<OpenedRaftStorage> {
     mkdirSync(opts.snapDir, { recursive: true });
-    const walLogger = opts.logger;
-    const snapshotter = new Snapshotter(opts.snapDir, { logger: walLogger });
-    const memory = new MemoryStorage();
-    if (!WAL.exists(opts.walDir)) {
-      const wal = await WAL.create(
-        opts.walDir,
-        { memberId: opts.memberId, clusterId: opts.clusterId },
-        { logger: walLogger, registry: opts.registry, maxWals: opts.maxWals },
-      );
-      return { storage: new RaftStorage(memory, wal, snapshotter, opts), existed: false, snapshot: undefined };
-    }
-    // Only a snapshot whose marker the WAL holds durably: a crash between writing the snapshot file
-    // and its marker leaves a newer file the WAL cannot start from (etcd 3.5's loadNewestAvailable).
-    const snapshot = snapshotter.loadNewestAvailable(await WAL.validSnapshotMarkers(opts.walDir));
-    const marker = snapshot ? { index: snapshot.metadata.index, term: snapshot.metadata.term } : { index: 0, term: 0 };
-    const opened = await WAL.open(opts.walDir, marker, { logger: walLogger, registry: opts.registry, maxWals: opts.maxWals });
+    const opened = await WalStorage.open({
+      walDir: opts.walDir,
+      snapDir: opts.snapDir,
+      metadata: { memberId: opts.memberId, clusterId: opts.clusterId },
+      wal: { logger: opts.logger, registry: opts.registry, maxWals: opts.maxWals },
+      logger: opts.logger,
+    });
     if (opened.metadata.memberId !== opts.memberId) {
       throw new Error(
         `member id mismatch: the WAL in ${opts.walDir} belongs to member ${opened.metadata.memberId.toString(16)}, ` +
           `this member is ${opts.memberId.toString(16)} (wrong --name, --initial-cluster or --data-dir?)`,
       );
     }
-    if (snapshot) memory.applySnapshot(snapshot);
-    memory.setHardState(opened.hardState);
-    if (opened.entries.length > 0) memory.append(opened.entries);
-    opts.logger.info(
-      {
-        snapshotIndex: marker.index,
-        commitIndex: opened.hardState.commit,
-        term: opened.hardState.term,
-        lastIndex: memory.lastIndex(),
-        entries: opened.entries.length,
-      },
-      "restarting local member from its WAL",
-    );
-    return { storage: new RaftStorage(memory, opened.wal, snapshotter, opts), existed: true, snapshot };
+    const storage = new RaftStorage(opened.storage, opened.wal, opened.snapshotter, opts);
+    if (!opened.created) {
+      const hs = opened.storage.initialState().hardState;
+      opts.logger.info(
+        {
+          snapshotIndex: opened.snapshot?.metadata.index ?? 0,
+          commitIndex: hs.commit,
+          term: hs.term,
+          lastIndex: opened.storage.lastIndex(),
+        },
+        "restarting local member from its WAL",
+      );
+    }
+    return { storage, existed: !opened.created, snapshot: opened.snapshot };
   }
 
   /** Step 1 of a Ready: durable before any message of it leaves (except the leader's, see rawnode). */
@@ -108,7 +99,8 @@ export class RaftStorage {
     await this.wal.saveSnapshotMarker({ index, term: snap.metadata.term, confState });
     const compactTo = index - this.opts.snapshotCatchUpEntries;
     if (compactTo > this.memory.firstIndex()) this.memory.compact(compactTo);
-    await this.wal.releaseTo(index);
+    // Entries still in the raft log must stay readable from the WAL (WalStorage's release rule).
+    await this.wal.releaseTo(Math.min(index, this.memory.firstIndex() - 1));
     await this.snapshotter.purge(this.opts.maxSnapshots);
     return snap;
   }
