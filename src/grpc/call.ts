@@ -7,6 +7,7 @@
  */
 
 import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
+import type { Socket } from "node:net";
 import type { MethodDescriptor } from "./codec.js";
 import { type MessageSink, MessageDeframer } from "./framing.js";
 import type {
@@ -164,7 +165,10 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
 
   get peer(): string {
     const socket = this.stream.session?.socket;
-    return socket ? `${socket.remoteAddress}:${socket.remotePort}` : "unknown";
+    if (!socket) return "unknown";
+    // A rewritten connection's socket is node:http2's wrapper of our stream (rewriting-stream.ts).
+    const peer = socket.remoteAddress !== undefined ? socket : ((socket as { stream?: Partial<Socket> }).stream ?? socket);
+    return `${peer.remoteAddress}:${peer.remotePort}`;
   }
 
   get cancelled(): boolean {

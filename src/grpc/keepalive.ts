@@ -31,14 +31,44 @@ export const DEFAULT_KEEPALIVE: KeepaliveOptions = {
 const IDLE_PING_MS_MIN = 2 * 60 * 60 * 1000;
 const PING_STRIKES_MAX = 2;
 
+/**
+ * grpc-go's policy on client pings: one closer than the minimum interval to
+ * the previous is a strike, unless streams were opened in between; past two
+ * strikes the client gets GOAWAY too_many_pings. Shared by SessionKeepalive
+ * and the first-request gate, which answers pings before nghttp2 owns the
+ * connection.
+ */
+export class PingStrikes {
+  private lastPingMs = 0;
+  private strikes = 0;
+
+  constructor(private readonly options: Pick<KeepaliveOptions, "minTimeMs" | "permitWithoutStream">) {}
+
+  /** Records a client ping; true when the client has now pinged too often. */
+  onPing(nowMs: number, streamsSinceLastPing: number, openStreams: number): boolean {
+    const last = this.lastPingMs;
+    this.lastPingMs = nowMs;
+    if (streamsSinceLastPing > 0) {
+      // Like grpc-go resetting strikes when it sends data: the connection is in use.
+      this.strikes = 0;
+      return false;
+    }
+    const minMs = openStreams < 1 && !this.options.permitWithoutStream ? IDLE_PING_MS_MIN : this.options.minTimeMs;
+    if (last !== 0 && nowMs - last < minMs) this.strikes++;
+    return this.strikes > PING_STRIKES_MAX;
+  }
+}
+
+/** GOAWAY debug data grpc-go sends with ENHANCE_YOUR_CALM to a client pinging too often. */
+export const TOO_MANY_PINGS = "too_many_pings";
+
 /** Keepalive state of one connection. */
 export class SessionKeepalive {
   private readonly session: ServerHttp2Session;
   private readonly options: KeepaliveOptions;
   private pingTimer: NodeJS.Timeout | undefined;
   private ackTimer: NodeJS.Timeout | undefined;
-  private lastClientPingMs = 0;
-  private strikes = 0;
+  private readonly strikes: PingStrikes;
   /** Streams opened since the last ping: activity resets strikes and idleness. */
   private streamsSeen = 0;
   /** gRPC calls open on this connection. */
@@ -47,6 +77,7 @@ export class SessionKeepalive {
   constructor(session: ServerHttp2Session, options: KeepaliveOptions) {
     this.session = session;
     this.options = options;
+    this.strikes = new PingStrikes(options);
     session.on("ping", () => this.onClientPing());
     if (options.intervalMs > 0) {
       this.pingTimer = setInterval(() => this.onInterval(), options.intervalMs);
@@ -65,19 +96,10 @@ export class SessionKeepalive {
   }
 
   private onClientPing(): void {
-    const now = Date.now();
-    const last = this.lastClientPingMs;
-    this.lastClientPingMs = now;
-    if (this.streamsSeen > 0) {
-      // Like grpc-go resetting strikes when it sends data: the connection is in use.
-      this.streamsSeen = 0;
-      this.strikes = 0;
-      return;
-    }
-    const minMs = this.openStreams < 1 && !this.options.permitWithoutStream ? IDLE_PING_MS_MIN : this.options.minTimeMs;
-    if (last !== 0 && now - last < minMs) this.strikes++;
-    if (this.strikes > PING_STRIKES_MAX) {
-      this.session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, 0, Buffer.from("too_many_pings"));
+    const tooMany = this.strikes.onPing(Date.now(), this.streamsSeen, this.openStreams);
+    this.streamsSeen = 0;
+    if (tooMany) {
+      this.session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, 0, Buffer.from(TOO_MANY_PINGS));
       this.session.close();
       this.stop();
     }

@@ -14,6 +14,9 @@ import { type CallHost, type CallObserver, Http2Call, type RegisteredMethod, res
 import { parseGrpcTimeout } from "./deadline.js";
 import { handlerOf, methodKind } from "./handler.js";
 import { type HttpHandler, serveHttp1, serveHttp2 } from "./http.js";
+import { FirstRequestGate, type ProbeOptions } from "./first-request-gate.js";
+import { DEFAULT_HEADER_TABLE_SIZE } from "./hpack.js";
+import { CLIENT_PREFACE, SettingsId } from "./http2-frame.js";
 import { DEFAULT_KEEPALIVE, type KeepaliveOptions, SessionKeepalive } from "./keepalive.js";
 import { loadEtcdCodecs } from "./protos.js";
 import { GrpcError, Status } from "./status.js";
@@ -56,7 +59,6 @@ export interface GrpcServerOptions {
   observer?: CallObserver;
 }
 
-const HTTP2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 /** Bytes enough to tell the HTTP/2 preface from an HTTP/1.1 request line. */
 const SNIFF_BYTES = 3;
 const SESSION_WINDOW_BYTES = 16 * 1024 * 1024;
@@ -85,6 +87,9 @@ export class GrpcServer implements CallHost {
   private readonly calls = new Set<Http2Call>();
   private readonly sessions = new Set<ServerHttp2Session>();
   private readonly http1Sockets = new Set<Socket>();
+  /** HTTP/2 connections whose first request is still being read (first-request-gate.ts). */
+  private readonly gates = new Set<FirstRequestGate>();
+  private readonly probeOptions: ProbeOptions;
   private readonly h2: http2.Http2Server;
   private readonly h1: http.Server;
   private listener: net.Server | undefined;
@@ -107,6 +112,12 @@ export class GrpcServer implements CallHost {
       settings: { maxConcurrentStreams },
       maxSessionMemory: options.maxSessionMemoryMb ?? 64,
     });
+    // The gate's provisional SETTINGS says what node:http2 will (it sends only the settings given above).
+    this.probeOptions = {
+      settings: [[SettingsId.MAX_CONCURRENT_STREAMS, maxConcurrentStreams]],
+      maxTableSize: DEFAULT_HEADER_TABLE_SIZE,
+      keepalive: this.keepalive,
+    };
     this.h2.on("session", (session: ServerHttp2Session) => this.onSession(session));
     this.h2.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => this.onStream(stream, headers));
     this.h1 = http.createServer((req: IncomingMessage, res: ServerResponse) => serveHttp1(req, res, this.httpHandler));
@@ -143,7 +154,7 @@ export class GrpcServer implements CallHost {
   }
 
   get connections(): number {
-    return this.sessions.size + this.http1Sockets.size;
+    return this.sessions.size + this.http1Sockets.size + this.gates.size;
   }
 
   /** Listens on host:port (port 0 picks a free one). */
@@ -181,6 +192,7 @@ export class GrpcServer implements CallHost {
   async close(graceMs = this.options.shutdownGraceMs ?? 5000): Promise<void> {
     this.closing = true;
     const listenerClosed = new Promise<void>((resolve) => (this.listener ? this.listener.close(() => resolve()) : resolve()));
+    for (const gate of [...this.gates]) gate.destroy();
     for (const session of this.sessions) if (!session.closed) session.close();
     this.h1.closeIdleConnections();
     const deadline = Date.now() + graceMs;
@@ -212,13 +224,13 @@ export class GrpcServer implements CallHost {
     let seen: Buffer | undefined;
     const onData = (chunk: Buffer): void => {
       seen = seen ? Buffer.concat([seen, chunk]) : chunk;
-      if (seen.length < SNIFF_BYTES && HTTP2_PREFACE.subarray(0, seen.length).equals(seen)) return;
+      if (seen.length < SNIFF_BYTES && CLIENT_PREFACE.subarray(0, seen.length).equals(seen)) return;
       socket.removeListener("data", onData);
-      socket.pause();
-      socket.unshift(seen);
-      if (seen.subarray(0, SNIFF_BYTES).equals(HTTP2_PREFACE.subarray(0, SNIFF_BYTES))) {
-        this.h2.emit("connection", socket);
+      if (seen.subarray(0, SNIFF_BYTES).equals(CLIENT_PREFACE.subarray(0, SNIFF_BYTES))) {
+        this.admitHttp2(socket, seen);
       } else {
+        socket.pause();
+        socket.unshift(seen);
         this.adoptHttp1(socket);
         // The HTTP/1 parser reads from the handle; the sniffed bytes come from the JS buffer.
         socket.resume();
@@ -233,8 +245,25 @@ export class GrpcServer implements CallHost {
       return;
     }
     socket.on("error", () => {});
-    if (socket.alpnProtocol === "h2") this.h2.emit("connection", socket);
+    if (socket.alpnProtocol === "h2") this.admitHttp2(socket, undefined);
     else this.adoptHttp1(socket);
+  }
+
+  /**
+   * An HTTP/2 connection goes to nghttp2 once its first request is read:
+   * natively, or through the AuthorityRewriter if its :authority is one
+   * nghttp2 would refuse (see first-request-gate.ts).
+   */
+  private admitHttp2(socket: Socket, initial: Buffer | undefined): void {
+    const gate = new FirstRequestGate(socket, this.probeOptions, {
+      deliver: (stream) => {
+        this.gates.delete(gate);
+        this.h2.emit("connection", stream);
+      },
+      closed: () => this.gates.delete(gate),
+    });
+    this.gates.add(gate);
+    gate.start(initial);
   }
 
   private adoptHttp1(socket: Socket): void {
