@@ -100,23 +100,25 @@ export async function readSegmentData(file: string): Promise<SegmentData> {
     const { size } = await fh.stat();
     const kept: Buffer[] = [];
     let zeroRun = 0;
+    // One read buffer for the whole file; only non-zero chunks are copied out and kept.
+    const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK_BYTES, size));
     for (let at = 0; at < size; ) {
-      const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK_BYTES, size - at));
+      const want = Math.min(chunk.length, size - at);
       let got = 0;
-      while (got < chunk.length) {
-        const { bytesRead } = await fh.read(chunk, got, chunk.length - got, at + got);
+      while (got < want) {
+        const { bytesRead } = await fh.read(chunk, got, want - got, at + got);
         if (bytesRead === 0) break;
         got += bytesRead;
       }
+      if (got < want) throw new Error(`${file}: short read at offset ${at + got}`);
       at += got;
-      if (got < chunk.length) throw new Error(`${file}: short read at offset ${at}`);
-      if (chunk.equals(ZERO_CHUNK.subarray(0, chunk.length))) {
-        zeroRun += chunk.length;
+      if (chunk.subarray(0, got).equals(ZERO_CHUNK.subarray(0, got))) {
+        zeroRun += got;
         continue;
       }
       if (zeroRun > 0) kept.push(Buffer.alloc(zeroRun));
       zeroRun = 0;
-      kept.push(chunk);
+      kept.push(Buffer.from(chunk.subarray(0, got)));
     }
     if (zeroRun > 0) kept.push(Buffer.alloc(Math.min(zeroRun, ZERO_MARGIN_BYTES)));
     return { buf: Buffer.concat(kept), fileBytes: size };
