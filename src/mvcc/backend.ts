@@ -69,8 +69,56 @@ function toRow(r: RawRow): KvRow {
   };
 }
 
+/** Bytes of recently written or read rows kept in memory (etcd's backend keeps a read buffer too). */
+const ROW_CACHE_BYTES_MAX = 8 * 1024 * 1024;
+/** Per-row overhead counted against the cache budget (object, Map entry, buffer headers). */
+const ROW_OVERHEAD_BYTES = 200;
+
+/** A view much smaller than its backing store is copied before caching, so it pins nothing big. */
+function ownBytes(b: Buffer): Buffer {
+  return b.byteLength * 4 < b.buffer.byteLength && b.buffer.byteLength > 16 * 1024 ? Buffer.from(b) : b;
+}
+
+/**
+ * Rows by revision, least recently used first out. Revisions are immutable, so a cached row can
+ * never be stale; only deleting a revision (compaction) removes it.
+ */
+class RowCache {
+  private readonly rows = new Map<number, KvRow>();
+  private bytes = 0;
+
+  get(rev: number): KvRow | undefined {
+    const row = this.rows.get(rev);
+    if (row !== undefined) {
+      this.rows.delete(rev);
+      this.rows.set(rev, row);
+    }
+    return row;
+  }
+
+  set(row: KvRow): void {
+    const cost = row.key.byteLength + row.value.byteLength + ROW_OVERHEAD_BYTES;
+    if (cost > ROW_CACHE_BYTES_MAX / 64) return;
+    this.delete(row.rev);
+    this.rows.set(row.rev, row);
+    this.bytes += cost;
+    while (this.bytes > ROW_CACHE_BYTES_MAX) {
+      const oldest = this.rows.keys().next().value as number;
+      this.delete(oldest);
+    }
+  }
+
+  delete(rev: number): void {
+    const row = this.rows.get(rev);
+    if (row === undefined) return;
+    this.rows.delete(rev);
+    this.bytes -= row.key.byteLength + row.value.byteLength + ROW_OVERHEAD_BYTES;
+  }
+}
+
 export class Backend {
   readonly path: string;
+  private readonly cache = new RowCache();
   /** The connection; writes through it join the open batch transaction. */
   readonly db: Database.Database;
   private readonly batchLimit: number;
@@ -119,11 +167,17 @@ export class Backend {
   putKv(row: KvRow): void {
     this.stmts.put.run(row.rev, row.key, row.value, row.createRev, row.version, row.lease, row.tombstone ? 1 : 0);
     this.pending++;
+    this.cache.set({ ...row, key: ownBytes(row.key), value: ownBytes(row.value) });
   }
 
   getKv(rev: number): KvRow | undefined {
+    const cached = this.cache.get(rev);
+    if (cached !== undefined) return cached;
     const r = this.stmts.get.get(rev) as RawRow | undefined;
-    return r === undefined ? undefined : toRow(r);
+    if (r === undefined) return undefined;
+    const row = toRow(r);
+    this.cache.set(row);
+    return row;
   }
 
   /**
@@ -136,6 +190,7 @@ export class Backend {
   }
 
   deleteKv(rev: number): void {
+    this.cache.delete(rev);
     this.stmts.del.run(rev);
     this.pending++;
   }
