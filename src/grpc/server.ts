@@ -19,6 +19,7 @@ import { DEFAULT_HEADER_TABLE_SIZE } from "./hpack.js";
 import { CLIENT_PREFACE, SettingsId } from "./http2-frame.js";
 import { DEFAULT_KEEPALIVE, type KeepaliveOptions, SessionKeepalive } from "./keepalive.js";
 import { loadEtcdCodecs } from "./protos.js";
+import { RewritingStream } from "./rewriting-stream.js";
 import { GrpcError, Status } from "./status.js";
 
 /** etcd's default --max-request-bytes (1.5 MiB). */
@@ -90,6 +91,7 @@ export class GrpcServer implements CallHost {
   /** HTTP/2 connections whose first request is still being read (first-request-gate.ts). */
   private readonly gates = new Set<FirstRequestGate>();
   private readonly probeOptions: ProbeOptions;
+  private rewrittenConnections = 0;
   private readonly h2: http2.Http2Server;
   private readonly h1: http.Server;
   private listener: net.Server | undefined;
@@ -151,6 +153,11 @@ export class GrpcServer implements CallHost {
   /** Number of gRPC calls whose stream is still open. */
   get liveCalls(): number {
     return this.calls.size;
+  }
+
+  /** HTTP/2 connections served through the AuthorityRewriter so far (clients sending an authority nghttp2 refuses). */
+  get authorityRewrites(): number {
+    return this.rewrittenConnections;
   }
 
   get connections(): number {
@@ -258,6 +265,7 @@ export class GrpcServer implements CallHost {
     const gate = new FirstRequestGate(socket, this.probeOptions, {
       deliver: (stream) => {
         this.gates.delete(gate);
+        if (stream instanceof RewritingStream) this.rewrittenConnections++;
         this.h2.emit("connection", stream);
       },
       closed: () => this.gates.delete(gate),
