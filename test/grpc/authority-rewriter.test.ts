@@ -7,6 +7,8 @@
  * seed; replay with SEED=<n>.
  */
 
+import http2 from "node:http2";
+import net from "node:net";
 import fc from "fast-check";
 import hpack, { type HpackHeader } from "hpack.js";
 import { describe, expect, it } from "vitest";
@@ -137,6 +139,13 @@ function rewriteAll(input: Buffer, cuts: number[] = []): { out: Buffer; rewriter
   return { out: Buffer.concat(out), rewriter };
 }
 
+/** End of the last complete frame (a capture may stop mid-frame). */
+function lastFrameEnd(bytes: Buffer): number {
+  let at = CLIENT_PREFACE.length;
+  while (at + 9 <= bytes.length && at + 9 + bytes.readUIntBE(at, 3) <= bytes.length) at += 9 + bytes.readUIntBE(at, 3);
+  return at;
+}
+
 const dataFrame = (streamId: number, payload: Buffer, endStream = false): Buffer => frame(FrameType.DATA, endStream ? Flag.END_STREAM : 0, streamId, payload);
 
 describe("AuthorityRewriter", () => {
@@ -226,6 +235,45 @@ describe("AuthorityRewriter", () => {
     expect(frames.filter((f) => f.type === FrameType.CONTINUATION).length).toBe(1);
     const [request] = decodeAsNghttp2(frames);
     expect(request!.fields.at(-1)).toEqual(["x-big", value]);
+  });
+
+  it("translates what a real HPACK encoder sends (node:http2's nghttp2: Huffman, dynamic-table references)", async () => {
+    // A raw server records the client's bytes; its empty SETTINGS lets the client go on.
+    let captured = Buffer.alloc(0);
+    const headersSeen = (): number => {
+      let n = 0;
+      for (let at = CLIENT_PREFACE.length; at + 9 <= captured.length; at += 9 + captured.readUIntBE(at, 3)) if (captured[at + 3] === FrameType.HEADERS) n++;
+      return n;
+    };
+    const raw = net.createServer((socket) => {
+      socket.write(settingsFrame([]));
+      socket.on("data", (chunk: Buffer) => (captured = Buffer.concat([captured, chunk])));
+    });
+    await new Promise<void>((resolve) => raw.listen(0, "127.0.0.1", resolve));
+    const port = (raw.address() as net.AddressInfo).port;
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.on("error", () => {});
+    for (let i = 0; i < 3; i++) {
+      const req = session.request({ ":method": "POST", ":path": "/etcdserverpb.KV/Range", ":authority": `http://127.0.0.1:${port}`, "content-type": "application/grpc", te: "trailers", "x-i": String(i) });
+      req.on("error", () => {});
+      req.end(Buffer.alloc(5));
+    }
+    while (headersSeen() < 3) await new Promise((r) => setTimeout(r, 5));
+    session.destroy();
+    await new Promise((resolve) => raw.close(resolve));
+    const frames = parseFrames(captured.subarray(0, lastFrameEnd(captured)));
+    const inputBlocks = frames.filter((f) => f.type === FrameType.HEADERS).map((f) => f.payload);
+    // Later blocks refer to the first one's entries: the authority is one octet there, not a literal.
+    expect(inputBlocks[1]!.length).toBeLessThan(inputBlocks[0]!.length / 2);
+    expect([...inputBlocks[1]!].some((b) => b >= 0x80 + 62)).toBe(true);
+    const { out, rewriter } = rewriteAll(captured.subarray(0, lastFrameEnd(captured)));
+    const blocks = decodeAsNghttp2(parseFrames(out));
+    expect(blocks.map((b) => [b.fields.find(([n]) => n === ":authority")![1], b.fields.find(([n]) => n === "x-i")![1]])).toEqual([
+      ["127.0.0.1:" + port, "0"],
+      ["127.0.0.1:" + port, "1"],
+      ["127.0.0.1:" + port, "2"],
+    ]);
+    expect(rewriter.repaired).toBe(3);
   });
 
   it(`gives the same bytes whatever the chunking (seed ${SEED})`, () => {
