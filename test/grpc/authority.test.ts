@@ -146,6 +146,16 @@ describe("a node:http2 client sending :authority http://127.0.0.1:PORT", () => {
     expect(server.authorityRewrites).toBe(before);
   });
 
+  it("a rewritten connection cut mid-stream releases its call and connection", async () => {
+    const session = await connect(`http://127.0.0.1:${port}`);
+    const req = session.request({ ":method": "POST", ":path": "/etceteratest.Echo/Bidi", ":authority": `http://127.0.0.1:${port}`, "content-type": "application/grpc", te: "trailers" });
+    req.on("error", () => {});
+    req.write(frame(request.encode({ payload: Buffer.from("x"), delay_ms: 60_000 })));
+    await eventually(() => stats.active === 1, "the bidi handler running");
+    session.destroy();
+    await eventually(() => stats.active === 0 && server.liveCalls === 0 && server.connections === 0, "call and connection released");
+  });
+
   it("grpc-js with grpc.default_authority set to a URL", async () => {
     const before = server.authorityRewrites;
     const client = echoClient(port, { "grpc.default_authority": `http://127.0.0.1:${port}` });
@@ -189,6 +199,26 @@ describe("TLS", () => {
       expect(messages(res.body).map((m) => Buffer.from(m.payload as Uint8Array).toString())).toEqual(["t"]);
     }
     expect(server.authorityRewrites).toBe(1);
+    session.destroy();
+  });
+});
+
+describe("graceful close", () => {
+  it("a rewritten connection gets GOAWAY, its call finishes, close() resolves", async () => {
+    const server = new GrpcServer({ codecs });
+    server.addService("etceteratest.Echo", echoHandlers(new HandlerStats()));
+    const { port } = await server.listen(0);
+    const session = await connect(`http://127.0.0.1:${port}`);
+    const goaway = new Promise<void>((resolve) => session.once("goaway", () => resolve()));
+    const slow = rawRequest(session, { ":path": "/etceteratest.Echo/Unary", ":authority": `http://127.0.0.1:${port}` }, [frame(request.encode({ payload: Buffer.from("s"), delay_ms: 200 }))]);
+    await eventually(() => server.liveCalls === 1, "the call started");
+    expect(server.authorityRewrites).toBe(1);
+    const closed = server.close(5_000);
+    await goaway;
+    const res = await slow;
+    expect(messages(res.body).map((m) => Buffer.from(m.payload as Uint8Array).toString())).toEqual(["s"]);
+    await closed;
+    expect(server.connections).toBe(0);
     session.destroy();
   });
 });
