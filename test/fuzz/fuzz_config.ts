@@ -1,0 +1,40 @@
+/**
+ * Run parameters of the fuzz suites: the seed (SEED=, printed with a replay command), the time
+ * budget (FUZZ_SECONDS=, default tuned for CI on a loaded 2-core box) and the scaling of counts.
+ */
+
+/** The CI budget each suite's main fuzz loop is tuned for (seconds). */
+export const CI_FUZZ_SECONDS = 10;
+
+export interface FuzzRun {
+  readonly suite: string;
+  readonly seed: number;
+  /** Time budget of the suite's main loop, in seconds. */
+  readonly seconds: number;
+  /** seconds / CI_FUZZ_SECONDS: multiply counts by this to lengthen a run. */
+  readonly scale: number;
+}
+
+function envNumber(name: string): number | undefined {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return undefined;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${name}=${raw} is not a non-negative number`);
+  return n;
+}
+
+/** Resolves and prints the seed and budget of a suite (`suite` is the test file's base name). */
+export function fuzzRun(suite: string): FuzzRun {
+  const seed = (envNumber("SEED") ?? Math.floor(Math.random() * 2 ** 31)) >>> 0;
+  const seconds = envNumber("FUZZ_SECONDS") ?? CI_FUZZ_SECONDS;
+  const run = { suite, seed, seconds, scale: Math.max(0.1, seconds / CI_FUZZ_SECONDS) };
+  console.log(
+    `[fuzz] ${suite}: seed=${seed} seconds=${seconds} (replay: SEED=${seed} FUZZ_SECONDS=${seconds} npx vitest run test/fuzz/${suite}.test.ts)`,
+  );
+  return run;
+}
+
+/** A count scaled by the run's budget, never below `min`. */
+export function scaled(run: FuzzRun, base: number, min = 1): number {
+  return Math.max(min, Math.round(base * run.scale));
+}
