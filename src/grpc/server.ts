@@ -177,6 +177,7 @@ export class GrpcServer implements CallHost {
             requestCert: tlsOptions.requestCert ?? false,
             rejectUnauthorized: tlsOptions.requestCert ?? false,
             ALPNProtocols: ["h2", "http/1.1"],
+            noDelay: true,
           },
           (socket) => this.onTlsConnection(socket),
         )
@@ -228,6 +229,8 @@ export class GrpcServer implements CallHost {
       return;
     }
     socket.on("error", () => {});
+    // Responses are small and latency-bound: never hold them back for Nagle's algorithm.
+    socket.setNoDelay(true);
     let seen: Buffer | undefined;
     const onData = (chunk: Buffer): void => {
       seen = seen ? Buffer.concat([seen, chunk]) : chunk;
