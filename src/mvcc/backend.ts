@@ -99,7 +99,7 @@ class RowCache {
   set(row: KvRow): void {
     const cost = row.key.byteLength + row.value.byteLength + ROW_OVERHEAD_BYTES;
     if (cost > ROW_CACHE_BYTES_MAX / 64) return;
-    this.delete(row.rev);
+    if (this.rows.has(row.rev)) this.delete(row.rev);
     this.rows.set(row.rev, row);
     this.bytes += cost;
     while (this.bytes > ROW_CACHE_BYTES_MAX) {
