@@ -38,3 +38,8 @@ export function fuzzRun(suite: string): FuzzRun {
 export function scaled(run: FuzzRun, base: number, min = 1): number {
   return Math.max(min, Math.round(base * run.scale));
 }
+
+/** A test's timeout for this run: its CI value, stretched with the budget. */
+export function timeoutMs(run: FuzzRun, ciMs: number): number {
+  return Math.round(ciMs * Math.max(1, run.scale));
+}

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Cluster, TARGET_ETCD } from "../e2e/harness.js";
 import { findDeviation, KNOWN_DEVIATIONS, KNOWN_LEAKS } from "./deviations.js";
 import { CALL_TIMEOUT_S, Code, type FrameCase, frameCase } from "./frame_cases.js";
-import { fuzzRun, scaled } from "./fuzz_config.js";
+import { fuzzRun, scaled, timeoutMs } from "./fuzz_config.js";
 import { grpcFrame, outcomeKey, RawH2Client, type RawOutcome } from "./h2_raw.js";
 import { rpcMethods } from "./methods.js";
 import { runBounded } from "./pool.js";
@@ -115,7 +115,7 @@ describe("grpc_frames: malformed gRPC on the client port", () => {
     for (const [kind, outcomes] of [...byKind].sort()) console.log(`  ${kind}: ${[...outcomes].map(([k, n]) => `${k}×${n}`).join(" ")}`);
     expect(failures, `replay: SEED=${run.seed} npx vitest run test/fuzz/grpc_frames.test.ts`).toEqual([]);
     await assertServing(target, "grpc_frames-cases");
-  }, 180_000);
+  }, timeoutMs(run, 180_000));
 
   test("the same bytes get the same outcome as etcd 3.4, or a documented deviation", async () => {
     const sample = scaled(run, 240);
@@ -174,7 +174,7 @@ describe("grpc_frames: malformed gRPC on the client port", () => {
     }
     expect(undocumented.slice(0, 10), `undocumented deviations; replay: SEED=${run.seed} npx vitest run test/fuzz/grpc_frames.test.ts`).toEqual([]);
     expect(compared).toBeGreaterThan(sample / 2);
-  }, 180_000);
+  }, timeoutMs(run, 180_000));
 
   test("abandoned streams and connections cut mid-frame are released: no memory kept, still correct", async () => {
     const lanes = new Lanes(target.endpoint, 4);
@@ -227,7 +227,7 @@ describe("grpc_frames: malformed gRPC on the client port", () => {
     );
     lanes.close();
     await assertServing(target, "grpc_frames-leak");
-  }, 240_000);
+  }, timeoutMs(run, 240_000));
 });
 
 /**

@@ -15,7 +15,7 @@ import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { clients, unary } from "../e2e/grpc_client.js";
 import { Cluster, ROOT } from "../e2e/harness.js";
-import { fuzzRun, scaled } from "./fuzz_config.js";
+import { fuzzRun, scaled, timeoutMs } from "./fuzz_config.js";
 import { gcControlArgs, sampleAfterGc, startWithGcControl } from "./gc_control.js";
 import { runBounded } from "./pool.js";
 import { checkLeak, leakReport } from "./rss.js";
@@ -106,7 +106,7 @@ describe("load_shapes: huge ranges, abandoned watchers, lease storms", () => {
     await unary(c.kv, "DeleteRange", { key: Buffer.from("fz-range/"), range_end: Buffer.from("fz-range0") }, { deadlineMs: 60_000 });
     await compactAll();
     await assertServing(target, "load_shapes-ranges");
-  }, 240_000);
+  }, timeoutMs(run, 240_000));
 
   test("thousands of watchers, cancelled or left by a killed client, are released", async () => {
     const streams = 50;
@@ -175,7 +175,7 @@ describe("load_shapes: huge ranges, abandoned watchers, lease storms", () => {
      */
     checkLeak({ what: "load_shapes live set after GC (abandoned watchers)", boundKiB: 4 * 1024, leakBytesPerRequest: 1000 }, baseline.liveKiB, after.liveKiB, 2 * watchers);
     await assertServing(target, "load_shapes-watchers");
-  }, 240_000);
+  }, timeoutMs(run, 240_000));
 
   test("a lease storm: 10,000 leases expiring together take their keys; the member keeps answering", async () => {
     const ttlSec = 3;
@@ -251,6 +251,6 @@ describe("load_shapes: huge ranges, abandoned watchers, lease storms", () => {
     if (process.env.FUZZ_INCLUDE_KNOWN_BUGS === "1") checkLeak(budget, baseline.liveKiB, after.liveKiB, leases);
     else leakReport(budget, baseline.liveKiB, after.liveKiB, leases);
     await assertServing(target, "load_shapes-lease-storm");
-  }, 240_000);
+  }, timeoutMs(run, 240_000));
 });
 

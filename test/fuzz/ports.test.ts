@@ -11,7 +11,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { clients, unary } from "../e2e/grpc_client.js";
 import { Cluster, TARGET_ETCD } from "../e2e/harness.js";
-import { fuzzRun, scaled } from "./fuzz_config.js";
+import { fuzzRun, scaled, timeoutMs } from "./fuzz_config.js";
 import { gcControlArgs, sampleAfterGc, startWithGcControl } from "./gc_control.js";
 import { runBounded } from "./pool.js";
 import { httpGarbage, PEER_GARBAGE_KINDS, type PeerGarbageKind, peerGarbage, sendRaw } from "./port_garbage.js";
@@ -122,7 +122,7 @@ describe("ports: garbage on the peer and client ports of a 3-member cluster", ()
     }
     for (const m of cluster.members) await assertServing(memberTarget(m), "ports-peer");
     await assertReplicates("after-peer-garbage");
-  }, 180_000);
+  }, timeoutMs(run, 180_000));
 
   test("client ports: junk HTTP/1.1 gets an answer or a close, never a hang; members serve", async () => {
     const before = await stableView();
@@ -147,7 +147,7 @@ describe("ports: garbage on the peer and client ports of a 3-member cluster", ()
     expect(hangs.slice(0, 10), `replay: SEED=${run.seed} npx vitest run test/fuzz/ports.test.ts`).toEqual([]);
     expect(await stableView()).toEqual(before);
     for (const m of cluster.members) await assertServing(memberTarget(m), "ports-http");
-  }, 120_000);
+  }, timeoutMs(run, 120_000));
 
   test("a member's memory does not grow with garbage peer connections", async () => {
     const m = cluster.members[0]!;
@@ -183,5 +183,5 @@ describe("ports: garbage on the peer and client ports of a 3-member cluster", ()
       { warmUp: scaled(run, 4_000, 2_000), measured: scaled(run, 10_000, 10_000) },
     );
     await assertServing(memberTarget(m), "ports-leak");
-  }, 180_000);
+  }, timeoutMs(run, 180_000));
 });

@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Cluster } from "../e2e/harness.js";
-import { fuzzRun } from "./fuzz_config.js";
+import { fuzzRun, timeoutMs } from "./fuzz_config.js";
 import { Rng } from "./rng.js";
 import { findRpcDeviation, RPC_DEVIATIONS } from "./rpc_deviations.js";
 import { type RpcOp, RpcGen } from "./rpc_gen.js";
@@ -102,7 +102,7 @@ describe("rpc_fields: random field values on every RPC", () => {
     expect(failures.slice(0, 20), replay).toEqual([]);
     expect(undocumented.slice(0, 10), replay).toEqual([]);
     await assertServing(target, "rpc_fields");
-  }, 240_000);
+  }, timeoutMs(run, 240_000));
 
   test("inputs that crash etcd 3.4 (undefined sort target, undefined Alarm action) are answered and survived", async () => {
     // Only etcetera: the reference etcd 3.4.23 panics on these (nil sorter in a sorted Range with an
@@ -136,5 +136,5 @@ describe("rpc_fields: random field values on every RPC", () => {
     console.log(`[fuzz] rpc_fields (etcetera only, reference-unsafe inputs): ${i} ops`);
     expect(failures.slice(0, 20), `replay: SEED=${run.seed} npx vitest run test/fuzz/rpc_fields.test.ts`).toEqual([]);
     await assertServing(target, "rpc_fields-unsafe");
-  }, 240_000);
+  }, timeoutMs(run, 240_000));
 });
