@@ -236,6 +236,10 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
       this.finished = true;
       this.host.observer?.handled(this.registered.descriptor, Status.CANCELLED);
       this.cancel(cancelledError("context canceled"));
+    } else if (this.controller !== undefined && !this.controller.signal.aborted) {
+      // The call ended (OK or an error status) and its stream is gone: a handler still holding
+      // resources for it (a watch stream, a keep-alive loop) learns here that it can let go.
+      this.controller.abort(cancelledError("call ended"));
     }
     this.releaseDrainWaiters();
     this.connection?.streamClosed();

@@ -681,7 +681,9 @@ export class EtcdServer {
   /** etcd's MoveLeader: only the leader transfers, to a voter, within the election timeout. */
   async moveLeader(transferee: NodeId): Promise<void> {
     if (!this.isLeader()) throw Errors.notLeader();
-    if (!this.confState.voters.includes(transferee) || transferee === this.memberId) throw Errors.badLeaderTransferee();
+    // Moving leadership to the current leader is done already (etcd answers OK).
+    if (transferee === this.memberId) return;
+    if (!this.confState.voters.includes(transferee)) throw Errors.badLeaderTransferee();
     const from = this.memberId;
     this.raw.transferLeader(transferee);
     this.schedule();

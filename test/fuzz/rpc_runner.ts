@@ -259,5 +259,9 @@ function summariseWatch(rs: Obj[]): string {
  */
 export function outcomeText(o: OpOutcome): string {
   const message = o.message.replace(/\(\d+ vs\. (\d+)\)/, "(N vs. $1)");
+  // A stream the server ended with an error status (e.g. an oversized message on a watch stream)
+  // races the responses already in flight: how many arrive first depends on timing on both
+  // servers, so only the status is compared.
+  if (o.code !== 0) return `${o.code} ${message}`;
   return o.summary !== undefined ? `${o.code} ${message} [${o.summary}]` : `${o.code} ${message}`;
 }

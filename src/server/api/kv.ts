@@ -65,6 +65,8 @@ export function kvService(s: EtcdServer, quota: Quota) {
     Compact: (req: CompactionRequest, ctx: CallContext) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
+        // A revision past 2^53 cannot be exact here; it is certainly in the future.
+        if (!Number.isSafeInteger(req.revision ?? 0)) throw Errors.futureRev();
         const { revision, done } = await s.proposeAndApply<object>({ compaction: req }, ctx.signal);
         if (req.physical && done) await done;
         return { header: header(s, revision) };

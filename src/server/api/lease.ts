@@ -4,6 +4,7 @@
  */
 import type { BidiCall, CallContext } from "../../grpc/index.js";
 import { LessorNotPrimaryError } from "../../lease/errors.js";
+import { MAX_LEASE_TTL_SEC } from "../../lease/ttl.js";
 import { NONE } from "../../raft/types.js";
 import type { EtcdServer } from "../etcdserver.js";
 import { Errors } from "../errors.js";
@@ -44,6 +45,8 @@ export function leaseService(s: EtcdServer, quota: Quota, leaderClient: LeaderCl
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         await quota.check(0);
+        // Checked before proposing: a TTL beyond 2^53 would not survive the trip through the log.
+        if (req.TTL > MAX_LEASE_TTL_SEC) throw Errors.leaseTTLTooLarge();
         // etcd picks the id before proposing, so every member grants the same one.
         const ID = req.ID === 0 ? s.lessor.nextLeaseId() : req.ID;
         const { response, revision } = await s.proposeAndApply<object>({ leaseGrant: { ID, TTL: req.TTL } }, ctx.signal);
