@@ -160,13 +160,21 @@ class TypeCompiler {
       }
     }
     for (const name of oneofNames) inits.push(`${JSON.stringify(name)}: undefined`);
+    // A declared field arriving with a wire type none of its cases accept is refused, as
+    // gogoproto does ("proto: wrong wireType"), rather than skipped as if it were unknown.
+    const known = fields.map((f) => `case ${f.id}: throw new WireError("proto: wrong wireType = " + (t & 7) + " for field " + ${JSON.stringify(f.name)});`);
     return `function d${i}(r, end) {
   const m = { ${inits.join(", ")} };
   while (r.pos < end) {
     const t = r.uint32();
     switch (t) {
       ${cases.join("\n      ")}
-      default: if (t < 8) throw new WireError("illegal tag 0"); r.skip(t & 7);
+      default:
+        if (t < 8) throw new WireError("illegal tag 0");
+        switch (t >>> 3) {
+          ${known.join("\n          ")}
+        }
+        r.skip(t & 7);
     }
   }
   if (r.pos !== end) throw new WireError("field overruns message ${type.fullName}");

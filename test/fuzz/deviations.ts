@@ -20,16 +20,24 @@ export interface Deviation {
 
 export const KNOWN_DEVIATIONS: readonly Deviation[] = [
   {
-    kinds: ["protobuf:wrong-wire-type"],
-    ours: /^(status:\d+|http:\d+)$/,
-    etcd: /^status:13$/,
+    kinds: ["length-beyond-body-open"],
+    methods: ["LeaseKeepAlive", "Watch"],
+    ours: /^status:4$/,
+    etcd: /^status:2$/,
     why:
-      'a known field sent with another wire type: etcd (gogoproto) refuses it, INTERNAL "grpc: error unmarshalling request: ' +
-      'proto: wrong wireType = N for field X"; etcetera skips the field as if unknown and runs the request with the default value',
-    finding:
-      "src/grpc/codec.ts TypeCompiler decoder: the `default:` case skips any tag it has no case for; a tag whose field number " +
-      "is declared but whose wire type differs should throw WireError(`wrong wireType = ${t & 7} for field ${name}`) " +
-      "(keep accepting packed and unpacked encodings of repeated scalars)",
+      "a streaming call whose message never completes runs into its grpc-timeout: etcetera ends it DEADLINE_EXCEEDED " +
+      '"context deadline exceeded"; etcd\'s handler returns the context error itself, which grpc-go sends as UNKNOWN with the same text',
+  },
+  // A known field with another wire type is refused (src/grpc/codec.ts), as gogoproto does. The
+  // only difference left is a field etcd 3.4 does not know yet:
+  {
+    kinds: ["protobuf:wrong-wire-type"],
+    methods: ["MemberList"],
+    ours: /^status:13$/,
+    etcd: /^status:0$/,
+    why:
+      "MemberListRequest.linearizable (field 1) is etcd 3.5's; etcd 3.4 has no such field and skips it whatever its wire " +
+      "type, etcetera (3.5's API) refuses a wrong wire type for it as 3.5 would",
   },
   {
     kinds: ["protobuf:start-group"],

@@ -24,8 +24,15 @@ function envNumber(name: string): number | undefined {
 }
 
 /** Resolves and prints the seed and budget of a suite (`suite` is the test file's base name). */
+/**
+ * CI fuzzes with a fixed seed: the comparison with etcd must not turn red on an input nobody has
+ * classified yet. Local runs (and `npm run fuzz`) draw a fresh seed to explore; every run prints
+ * its seed, and a new finding becomes a documented deviation or a fix, then a CI seed if useful.
+ */
+const CI_SEED = 20261130;
+
 export function fuzzRun(suite: string): FuzzRun {
-  const seed = (envNumber("SEED") ?? Math.floor(Math.random() * 2 ** 31)) >>> 0;
+  const seed = (envNumber("SEED") ?? (process.env.CI ? CI_SEED : Math.floor(Math.random() * 2 ** 31))) >>> 0;
   const seconds = envNumber("FUZZ_SECONDS") ?? CI_FUZZ_SECONDS;
   const run = { suite, seed, seconds, scale: Math.max(0.1, seconds / CI_FUZZ_SECONDS) };
   console.log(
