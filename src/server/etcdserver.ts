@@ -43,6 +43,8 @@ import { Wait } from "./wait.js";
 const MAX_GAP_BETWEEN_APPLY_AND_COMMIT = 5000;
 /** Bound on proposals waiting for their entry to apply. */
 const MAX_PENDING_PROPOSALS = 100_000;
+/** Bound on linearizable reads waiting for the next ReadIndex round. */
+const MAX_PENDING_READS = 100_000;
 /** etcd's readIndexRetryTime. */
 const READ_INDEX_RETRY_MS = 500;
 /** Entries applied per turn before yielding to the event loop. */
@@ -553,6 +555,7 @@ export class EtcdServer {
   /** Resolves when this member has applied everything committed before the call (ReadIndex). */
   linearizableReadNotify(): Promise<void> {
     if (this.stopped) return Promise.reject(Errors.stopped());
+    if (this.readPending.length >= MAX_PENDING_READS) return Promise.reject(Errors.tooManyRequests());
     return new Promise((resolve, reject) => {
       this.readPending.push({ resolve, reject });
       if (this.readRound === undefined) this.startReadRound();
