@@ -207,16 +207,7 @@ export class EtcdServer {
       this.logger.info({ memberId: formatId(this.memberId), clusterId: formatId(this.clusterId), initialCluster: c.initialClusterText }, "starting a new member of a new cluster");
       this.raw.bootstrap([...this.initialMembers.keys()]);
     }
-    this.applier = new Applier({
-      kv: this.kv,
-      lessor: this.lessor,
-      membership: this.membership,
-      alarms: this.alarms,
-      logger: this.logger,
-      initialMembers: this.initialMembers,
-      applyConfChange: (cc) => (this.confState = this.raw.applyConfChange(cc)),
-      onMembershipChange: () => this.syncPeers(),
-    });
+    this.applier = this.makeApplier();
 
     const peers = new Map<NodeId, readonly string[]>();
     for (const m of this.initialMembers.values()) if (m.id !== this.memberId) peers.set(m.id, m.peerUrls);
@@ -251,6 +242,20 @@ export class EtcdServer {
     void this.publish();
   }
 
+  /** The apply dispatcher over the stores as they are now (rebuilt when a snapshot replaces them). */
+  private makeApplier(): Applier {
+    return new Applier({
+      kv: this.kv,
+      lessor: this.lessor,
+      membership: this.membership,
+      alarms: this.alarms,
+      logger: this.logger,
+      initialMembers: this.initialMembers,
+      applyConfChange: (cc) => (this.confState = this.raw.applyConfChange(cc)),
+      onMembershipChange: () => this.syncPeers(),
+    });
+  }
+
   /** Brings the backend to a snapshot the WAL starts from, when the crash came before it was installed. */
   private recoverFromSnapshot(snap: Snapshot): void {
     if (this.kv.consistentIndex() >= snap.metadata.index) return;
@@ -269,16 +274,7 @@ export class EtcdServer {
     this.membership = new Membership(this.kv.db, this.clusterId);
     this.alarms = new Alarms(this.kv.db);
     if (this.applier !== undefined) {
-      this.applier = new Applier({
-        kv: this.kv,
-        lessor: this.lessor,
-        membership: this.membership,
-        alarms: this.alarms,
-        logger: this.logger,
-        initialMembers: this.initialMembers,
-        applyConfChange: (cc) => (this.confState = this.raw.applyConfChange(cc)),
-        onMembershipChange: () => this.syncPeers(),
-      });
+      this.applier = this.makeApplier();
     }
   }
 
