@@ -5,6 +5,7 @@
 import { createServer } from "node:http";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import { GrpcServer, GRPC_OVERHEAD_BYTES } from "../grpc/index.js";
+import { registerMvccMetrics } from "../mvcc/metrics.js";
 import { clusterService } from "./api/cluster.js";
 import { electionService } from "./api/election.js";
 import { kvService } from "./api/kv.js";
@@ -55,6 +56,8 @@ async function serve(config: ServerConfig, logger: Logger): Promise<void> {
     process.exit(1);
   };
   const server = await EtcdServer.start({ config, logger, registry, onFatal: fatal });
+  // Gauges read at scrape time: server.kv and server.watchable are the same objects for the member's life.
+  registerMvccMetrics(registry, server.kv, server.watchable);
   logger.info({ memberId: formatId(server.memberId), clusterId: formatId(server.clusterId) }, "member started");
 
   const leaderClient = new LeaderClient(server.requestTimeoutMs);

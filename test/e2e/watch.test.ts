@@ -250,6 +250,26 @@ describe("watch", () => {
     expect(s(next.events[0]!.kv.key)).toBe("wc/b");
   });
 
+  it("/metrics exports etcd_debugging_mvcc_watcher_total, following watchers as they come and go", async () => {
+    const member = cluster.members[0]!;
+    const gauge = async (): Promise<number | undefined> => {
+      const text = await (await fetch(`${member.clientUrl}/metrics`)).text();
+      const m = /^etcd_debugging_mvcc_watcher_total (\S+)$/m.exec(text);
+      return m === null ? undefined : Number(m[1]);
+    };
+    const before = await gauge();
+    expect(before, "etcd_debugging_mvcc_watcher_total on /metrics").toBeDefined();
+    const w = watchClient(member.endpoint);
+    const a = await w.watch({ key: "wmet/a" });
+    await w.watch({ key: "wmet/b" });
+    await eventually(async () => ((await gauge()) === before! + 2 ? true : undefined), 10_000, "watcher_total + 2");
+    w.cancel(a.watch_id);
+    expect((await w.next()).canceled).toBe(true);
+    await eventually(async () => ((await gauge()) === before! + 1 ? true : undefined), 10_000, "watcher_total + 1");
+    w.close();
+    await eventually(async () => ((await gauge()) === before ? true : undefined), 10_000, "watcher_total back");
+  });
+
   it("canceling an unknown id gets no answer", async () => {
     const w = watchClient();
     await w.watch({ key: "wu/a" });
