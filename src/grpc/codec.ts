@@ -170,7 +170,9 @@ class TypeCompiler {
     switch (t) {
       ${cases.join("\n      ")}
       default:
-        if (t < 8) throw new WireError("illegal tag 0");
+        // gogoproto's order and wording: an end-group tag first, then field number 0.
+        if ((t & 7) === 4) throw new WireError("proto: ${type.name}: wiretype end group for non-group");
+        if (t < 8) throw new WireError("proto: ${type.name}: illegal tag 0 (wire type " + (t & 7) + ")");
         switch (t >>> 3) {
           ${known.join("\n          ")}
         }

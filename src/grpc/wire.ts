@@ -221,13 +221,37 @@ export class ProtoReader {
       case 2:
         this.pos = this.delimited();
         return;
+      case 3:
+        this.skipGroup();
+        return;
+      case 4:
+        // An end-group tag where no group is open (gogoproto's wording).
+        throw new WireError("proto: wiretype end group for non-group");
       case 5:
         this.pos += 4;
         break;
       default:
-        throw new WireError(`unsupported wire type ${wireType}`);
+        throw new WireError(`proto: illegal wireType ${wireType}`);
     }
     this.check();
+  }
+
+  /**
+   * Skips a (deprecated) group whose start tag was just read, as gogoproto's
+   * generated skip functions do (so etcd 3.4 accepts such a field when it does
+   * not declare it): up to the end-group tag that balances it, whatever that
+   * tag's field number, nested groups included. Iterative, with a depth count,
+   * so a message of nothing but nested start tags cannot exhaust the stack.
+   */
+  private skipGroup(): void {
+    let depth = 1;
+    while (depth > 0) {
+      if (this.pos >= this.end) throw new WireError("unexpected EOF");
+      const wireType = this.uint32() & 7;
+      if (wireType === 3) depth++;
+      else if (wireType === 4) depth--;
+      else this.skip(wireType);
+    }
   }
 }
 

@@ -166,3 +166,67 @@ describe("compiled codecs", () => {
     }
   });
 });
+
+/**
+ * Groups (wire types 3/4, deprecated): what etcd 3.4.23 answers for a RangeRequest carrying them,
+ * checked against /usr/bin/etcd with raw HTTP/2 requests (test/fuzz/h2_raw.ts): gogoproto skips a
+ * group of an UNDECLARED field up to the balancing end-group tag, whatever its field number, nested
+ * groups included; a DECLARED field with wire type 3 is "wrong wireType"; an end-group tag outside a
+ * group is refused, and so is a group that never ends.
+ */
+describe("protobuf groups (as etcd 3.4 / gogoproto)", () => {
+  const range = codecs.message<{ key: Buffer; limit: number }>("etcdserverpb.RangeRequest");
+  const varint = (n: number): number[] => {
+    const out: number[] = [];
+    for (; n >= 0x80; n = Math.floor(n / 128)) out.push((n & 0x7f) | 0x80);
+    out.push(n);
+    return out;
+  };
+  const tag = (id: number, wireType: number): number[] => varint(id * 8 + wireType);
+  const key = [...tag(1, 2), 3, 0x66, 0x6f, 0x6f];
+  const decode = (bytes: number[]) => range.decode(Buffer.from(bytes));
+
+  it("skips a closed group of an undeclared field, before or after known fields", () => {
+    const group = [...tag(100, 3), ...tag(1, 0), 7, ...tag(100, 4)];
+    expect(decode([...key, ...group]).key.toString()).toBe("foo");
+    expect(decode([...group, ...key]).key.toString()).toBe("foo");
+    expect(decode([...tag(100, 3), ...tag(100, 4), ...tag(3, 0), 5]).limit).toBe(5);
+  });
+
+  it("skips the group's content whatever it holds: a key-shaped field, every wire type, nested groups", () => {
+    const inner = [...tag(1, 2), 3, 0x62, 0x61, 0x72, ...tag(3, 1), ...Array(8).fill(1), ...tag(4, 5), 1, 2, 3, 4, ...tag(5, 0), 0xff, 0x01];
+    const nested = [...tag(6, 3), ...tag(7, 0), 1, ...tag(6, 4)];
+    const decoded = decode([...tag(100, 3), ...inner, ...nested, ...tag(100, 4), ...key]);
+    expect(decoded.key.toString()).toBe("foo");
+    expect(decoded.limit).toBe(0);
+  });
+
+  it("an end-group tag closes the innermost open group whatever its field number (gogoproto does not compare them)", () => {
+    expect(decode([...key, ...tag(100, 3), ...tag(1, 0), 7, ...tag(101, 4)]).key.toString()).toBe("foo");
+    expect(decode([...key, ...tag(100, 3), ...tag(5, 3), ...tag(6, 4), ...tag(100, 4)]).key.toString()).toBe("foo");
+  });
+
+  it("deep nesting is skipped without recursion (200,000 levels in a 2 MiB-bounded message)", () => {
+    const depth = 200_000;
+    const bytes = Buffer.concat([Buffer.from(key), Buffer.alloc(depth, tag(15, 3)[0]), Buffer.alloc(depth, tag(15, 4)[0])]);
+    expect(range.decode(bytes).key.toString()).toBe("foo");
+    expect(() => range.decode(Buffer.concat([Buffer.from(key), Buffer.alloc(depth, tag(15, 3)[0])]))).toThrow(WireError);
+  });
+
+  it("refuses a group that never ends, or that holds malformed fields", () => {
+    expect(() => decode([...key, ...tag(100, 3), ...tag(1, 0), 7])).toThrow(/unexpected EOF|truncated/);
+    expect(() => decode([...key, ...tag(100, 3), ...tag(1, 6), ...tag(100, 4)])).toThrow("proto: illegal wireType 6");
+    expect(() => decode([...key, ...tag(100, 3), ...tag(2, 2), 10, 1, ...tag(100, 4)])).toThrow(WireError);
+  });
+
+  it("refuses a declared field sent as a group", () => {
+    expect(() => decode([...tag(1, 3), ...tag(1, 4), ...key])).toThrow("proto: wrong wireType = 3 for field key");
+    expect(() => decode([...key, ...tag(3, 3), ...tag(3, 4)])).toThrow("proto: wrong wireType = 3 for field limit");
+  });
+
+  it("refuses an end-group tag outside any group, declared field or not, with gogoproto's wording", () => {
+    expect(() => decode([...key, ...tag(100, 4)])).toThrow("proto: RangeRequest: wiretype end group for non-group");
+    expect(() => decode([...key, ...tag(3, 4)])).toThrow("proto: RangeRequest: wiretype end group for non-group");
+    expect(() => decode([...key, 3, 4])).toThrow("proto: RangeRequest: illegal tag 0 (wire type 3)");
+  });
+});
