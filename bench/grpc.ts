@@ -1,29 +1,49 @@
 /**
  * Benchmark of the gRPC transport (issue 5): the same trivial Range handler
- * served by the node:http2 server and by @grpc/grpc-js (through the adapter,
- * same codecs), each in its own child process, driven by the bench/lib load
- * driver (grpc-js clients over worker_threads) at 1, 100 and 1,000 clients.
- * Reports requests/s and server CPU per request (process.cpuUsage of the
- * child).
+ * served, each in its own child process, by
+ *   - http2                our node:http2 server (src/grpc/server.ts),
+ *   - grpc-js-protoloader  a plain @grpc/grpc-js server with @grpc/proto-loader
+ *                          (protobufjs) serialization, as grpc-js servers are written,
+ *   - grpc-js              @grpc/grpc-js through our adapter with OUR compiled codecs
+ *                          (the strongest grpc-js baseline: only the transport differs),
+ * driven by the bench/lib load driver (worker_threads) at 1, 100 and 1,000
+ * clients. Reports requests/s, server CPU per request (process.cpuUsage of the
+ * child) and how busy each side was (CPU cores used during the windows).
  *
- * The machine is small and shared, so its load drifts by the second. Both
- * servers and both loads therefore run for the whole level, and the measured
- * time is cut into short windows that alternate between them (the other
- * load paused, its in-flight requests drained during a settle time): drift
- * hits both alike, and the totals over all windows are compared.
+ * CPU pinning (default when taskset exists and ≥2 CPUs are available): the
+ * server child runs on one CPU, the driver (this process and its worker
+ * threads) on the others, so a server's throughput is bounded by its own CPU
+ * cost rather than by how much of a shared core the generator leaves it.
+ *
+ * The machine is small and shared, so its load drifts by the second. All
+ * servers and loads therefore run for the whole level, and the measured time
+ * is cut into short windows that rotate between them (the other loads paused,
+ * their in-flight requests drained during a settle time): drift hits all
+ * alike, and the totals over all windows are compared.
+ *
+ * At the largest level, a driver-headroom check serves http2 to two loads that
+ * differ only by one more worker thread: if the driver were the bottleneck,
+ * the extra worker would raise throughput (when it has a CPU to run on).
  *
  *   npx tsx bench/grpc.ts [--windows 6] [--window-ms 2000] [--settle-ms 500] [--warmup-ms 1500]
  *                         [--workers 2] [--levels 1:1,100:10,1000:100] [--driver grpc-js|h2]
+ *                         [--pin auto|off|0/1] [--headroom on|off]
  *
  * --driver h2 swaps the grpc-js clients for bare node:http2 requests: a lighter
- * driver that leaves more of the two cores to the server under test.
+ * driver, so the same driver CPU pushes a server harder.
  */
 
 import { type ChildProcess, fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { loadEtcdCodecs } from "../src/grpc/protos.js";
-import type { ServerKind, ServerMessage } from "./grpc-server.js";
+import { SERVER_KINDS, type ServerKind, type ServerMessage } from "./grpc-server.js";
+import { type CpuPlan, allowedCpus, pinSelf, planCpus } from "./lib/cpu-pinning.js";
 import { Load } from "./lib/load.js";
+
+interface Level {
+  clients: number;
+  connections: number;
+}
 
 interface Args {
   windows: number;
@@ -32,7 +52,9 @@ interface Args {
   warmupMs: number;
   workers: number;
   driver: "grpc-js" | "h2";
-  levels: { clients: number; connections: number }[];
+  levels: Level[];
+  pin: string;
+  headroom: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -53,15 +75,22 @@ function parseArgs(argv: string[]): Args {
         const [clients, connections] = pair.split(":").map(Number);
         return { clients: clients!, connections: connections! };
       }),
+    pin: get("pin", "auto"),
+    headroom: get("headroom", "on") !== "off",
   };
 }
 
 interface Sample {
   rps: number;
   cpuUsPerRequest: number;
+  /** CPU cores the server used during its windows (1.0 = one core busy all the time). */
+  serverCores: number;
+  /** CPU cores the driver used during the same windows. */
+  driverCores: number;
   p50Us: number;
   p99Us: number;
   errors: number;
+  firstError: string | undefined;
 }
 
 class ServerProcess {
@@ -70,14 +99,24 @@ class ServerProcess {
     readonly port: number,
   ) {}
 
-  static start(kind: ServerKind): Promise<ServerProcess> {
-    const child = fork(fileURLToPath(new URL("./grpc-server.ts", import.meta.url)), [kind], { stdio: "inherit" });
+  static start(kind: ServerKind, plan: CpuPlan | undefined): Promise<ServerProcess> {
+    const module = fileURLToPath(new URL("./grpc-server.ts", import.meta.url));
+    // Pinned from birth: taskset execs node, so every thread the server creates inherits the CPU list.
+    const child = plan
+      ? fork(module, [kind], { stdio: "inherit", execPath: plan.taskset, execArgv: ["-c", plan.server, process.execPath, ...process.execArgv] })
+      : fork(module, [kind], { stdio: "inherit" });
     return new Promise((resolve, reject) => {
       child.once("error", reject);
+      child.once("exit", (code) => reject(new Error(`${kind} server exited with ${code}`)));
       child.once("message", (m: ServerMessage) => {
         if (m.kind === "listening") resolve(new ServerProcess(child, m.port));
       });
     });
+  }
+
+  /** The CPUs the server process may run on, as the kernel reports it. */
+  cpus(): string {
+    return allowedCpus(this.child.pid!);
   }
 
   cpuUs(): Promise<number> {
@@ -94,6 +133,7 @@ class ServerProcess {
 
   stop(): Promise<void> {
     return new Promise((resolve) => {
+      this.child.removeAllListeners("exit");
       this.child.once("exit", () => resolve());
       this.child.send({ kind: "exit" });
     });
@@ -101,103 +141,165 @@ class ServerProcess {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-const KINDS: ServerKind[] = ["http2", "grpc-js"];
+const driverCpuUs = (): number => {
+  const u = process.cpuUsage();
+  return u.user + u.system;
+};
 
-/** Measures both servers at one client level, in alternating windows. */
-async function measureLevel(level: Args["levels"][number], args: Args, request: Uint8Array): Promise<Record<ServerKind, Sample>> {
-  const servers = {} as Record<ServerKind, ServerProcess>;
-  const loads = {} as Record<ServerKind, Load>;
+/** One server and the load aimed at it, measured in rotation with the others. */
+interface Contender {
+  label: string;
+  kind: ServerKind;
+  workers: number;
+}
+
+/** Measures the contenders at one client level, in rotating windows. */
+async function measureLevel(level: Level, contenders: Contender[], args: Args, plan: CpuPlan | undefined, request: Uint8Array): Promise<Sample[]> {
+  const servers: ServerProcess[] = [];
+  const loads: Load[] = [];
   try {
-    for (const kind of KINDS) servers[kind] = await ServerProcess.start(kind);
-    for (const kind of KINDS) {
-      loads[kind] = await Load.start({
-        target: `127.0.0.1:${servers[kind].port}`,
+    for (const c of contenders) servers.push(await ServerProcess.start(c.kind, plan));
+    if (plan) {
+      for (const s of servers) if (s.cpus() !== plan.server) throw new Error(`server pinned to ${s.cpus()}, expected ${plan.server}`);
+    }
+    for (let i = 0; i < contenders.length; i++) {
+      const load = await Load.start({
+        target: `127.0.0.1:${servers[i]!.port}`,
         path: "/etcdserverpb.KV/Range",
         request,
         clients: level.clients,
         connections: level.connections,
-        workers: args.workers,
+        workers: contenders[i]!.workers,
         driver: args.driver,
       });
-      loads[kind].pause();
+      load.pause();
+      loads.push(load);
     }
-    for (const kind of KINDS) {
-      loads[kind].resume();
+    for (const load of loads) {
+      load.resume();
       await sleep(args.warmupMs);
-      loads[kind].pause();
-      loads[kind].measure();
-      loads[kind].count(false);
+      load.pause();
+      load.measure();
+      load.count(false);
     }
-    const cpuUs = { http2: 0, "grpc-js": 0 };
-    const ms = { http2: 0, "grpc-js": 0 };
+    const n = contenders.length;
+    const serverUs = new Array<number>(n).fill(0);
+    const driverUs = new Array<number>(n).fill(0);
+    const ms = new Array<number>(n).fill(0);
     for (let w = 0; w < args.windows; w++) {
-      const order = w % 2 === 0 ? KINDS : [...KINDS].reverse();
-      for (const kind of order) {
-        loads[kind].resume();
+      for (let k = 0; k < n; k++) {
+        const i = (w + k) % n;
+        loads[i]!.resume();
         await sleep(args.settleMs);
-        const cpu0 = await servers[kind].cpuUs();
+        const server0 = await servers[i]!.cpuUs();
+        const driver0 = driverCpuUs();
         const t0 = performance.now();
-        loads[kind].count(true);
+        loads[i]!.count(true);
         await sleep(args.windowMs);
-        loads[kind].count(false);
-        ms[kind] += performance.now() - t0;
-        cpuUs[kind] += (await servers[kind].cpuUs()) - cpu0;
-        loads[kind].pause();
+        loads[i]!.count(false);
+        ms[i]! += performance.now() - t0;
+        driverUs[i]! += driverCpuUs() - driver0;
+        serverUs[i]! += (await servers[i]!.cpuUs()) - server0;
+        loads[i]!.pause();
       }
     }
-    const out = {} as Record<ServerKind, Sample>;
-    for (const kind of KINDS) {
-      const result = await loads[kind].stop(ms[kind]);
-      out[kind] = {
+    const out: Sample[] = [];
+    for (let i = 0; i < n; i++) {
+      const result = await loads[i]!.stop(ms[i]!);
+      out.push({
         rps: result.requestsPerSecond,
-        cpuUsPerRequest: result.requests > 0 ? cpuUs[kind] / result.requests : NaN,
+        cpuUsPerRequest: result.requests > 0 ? serverUs[i]! / result.requests : NaN,
+        serverCores: serverUs[i]! / (ms[i]! * 1000),
+        driverCores: driverUs[i]! / (ms[i]! * 1000),
         p50Us: result.latency.quantileUs(0.5),
         p99Us: result.latency.quantileUs(0.99),
         errors: result.errors,
-      };
+        firstError: result.firstError,
+      });
     }
     return out;
   } finally {
-    for (const kind of KINDS) await servers[kind]?.stop();
+    for (const s of servers) await s.stop();
   }
 }
 
 const fmt = (n: number, digits = 0): string => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const ratio = (a: number, b: number): string => `${fmt(a / b, 2)}×`;
+
+function describeSample(label: string, s: Sample): string {
+  return (
+    `${label.padEnd(20)}: ${fmt(s.rps).padStart(7)} req/s, ${fmt(s.cpuUsPerRequest, 1).padStart(6)} µs CPU/req, ` +
+    `server ${fmt(s.serverCores, 2)} cores, driver ${fmt(s.driverCores, 2)} cores, ` +
+    `p50 ${fmt(s.p50Us / 1000, 2)} ms, p99 ${fmt(s.p99Us / 1000, 2)} ms` +
+    (s.errors ? `, ${s.errors} errors (first: ${s.firstError})` : "")
+  );
+}
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
+  const plan = planCpus(args.pin);
+  if (plan) pinSelf(plan);
   const request = loadEtcdCodecs()
     .message("etcdserverpb.RangeRequest")
     .encode({ key: Buffer.from("foo"), serializable: true });
+  console.log(`command: npx tsx bench/grpc.ts ${process.argv.slice(2).join(" ")}`.trimEnd());
   console.log(
-    `gRPC transport benchmark: serializable Range from a constant; per level ${args.windows} alternating ` +
+    `gRPC transport benchmark: serializable Range from a constant; per level ${args.windows} rotating ` +
       `${args.windowMs} ms windows per server (${args.settleMs} ms settle, ${args.warmupMs} ms warm-up); ` +
       `driver: ${args.driver === "h2" ? "bare node:http2" : "grpc-js"} clients on ${args.workers} worker threads`,
   );
-  const rows: string[] = [];
+  console.log(
+    plan
+      ? `CPU pinning (${plan.taskset}): servers on CPU ${plan.server}, driver (main + worker threads) on CPU ${allowedCpus("self")}`
+      : `CPU pinning: off (servers and driver share CPUs ${allowedCpus("self")})`,
+  );
+  const contenders: Contender[] = SERVER_KINDS.map((kind) => ({ label: kind, kind, workers: args.workers }));
+  const samples: Sample[][] = [];
   for (const level of args.levels) {
-    const got = await measureLevel(level, args, request);
-    for (const kind of KINDS) {
-      const s = got[kind];
-      console.log(
-        `  clients=${level.clients} conns=${level.connections} ${kind.padEnd(7)}: ` +
-          `${fmt(s.rps)} req/s, ${fmt(s.cpuUsPerRequest, 1)} µs CPU/req, p50 ${fmt(s.p50Us / 1000, 2)} ms, p99 ${fmt(s.p99Us / 1000, 2)} ms` +
-          (s.errors ? `, ${s.errors} errors` : ""),
-      );
-    }
-    const h = got.http2;
-    const g = got["grpc-js"];
-    rows.push(
-      `| ${fmt(level.clients).padStart(5)} | ${String(level.connections).padStart(5)} | ` +
-        `${fmt(h.rps).padStart(8)} | ${fmt(h.cpuUsPerRequest, 1).padStart(6)} | ` +
-        `${fmt(g.rps).padStart(8)} | ${fmt(g.cpuUsPerRequest, 1).padStart(6)} | ` +
-        `${fmt(h.rps / g.rps, 2).padStart(5)}× | ${fmt(h.cpuUsPerRequest / g.cpuUsPerRequest, 2).padStart(5)}× |`,
-    );
+    const got = await measureLevel(level, contenders, args, plan, request);
+    samples.push(got);
+    console.log(`clients=${level.clients} conns=${level.connections}`);
+    for (let i = 0; i < contenders.length; i++) console.log(`  ${describeSample(contenders[i]!.label, got[i]!)}`);
   }
-  console.log("\nratio = node:http2 / grpc-js over the same alternating windows");
-  console.log("| clients | conns | http2 req/s | http2 µs CPU/req | grpc-js req/s | grpc-js µs CPU/req | req/s ratio | CPU/req ratio |");
-  console.log("|---|---|---|---|---|---|---|---|");
-  for (const r of rows) console.log(r);
+
+  const kindIndex = (k: ServerKind): number => SERVER_KINDS.indexOf(k);
+  console.log("\nper server (totals over the rotating windows; cores = CPU time / wall time)");
+  console.log("| clients | conns | server | req/s | µs CPU/req | server cores | driver cores | p50 ms | p99 ms |");
+  console.log("|---|---|---|---|---|---|---|---|---|");
+  args.levels.forEach((level, li) => {
+    contenders.forEach((c, i) => {
+      const s = samples[li]![i]!;
+      console.log(
+        `| ${fmt(level.clients)} | ${level.connections} | ${c.label} | ${fmt(s.rps)} | ${fmt(s.cpuUsPerRequest, 1)} | ` +
+          `${fmt(s.serverCores, 2)} | ${fmt(s.driverCores, 2)} | ${fmt(s.p50Us / 1000, 2)} | ${fmt(s.p99Us / 1000, 2)} |`,
+      );
+    });
+  });
+  console.log("\nratios = http2 / baseline over the same rotating windows (CPU/req: lower is better)");
+  console.log("| clients | conns | req/s vs grpc-js-protoloader | CPU/req vs grpc-js-protoloader | req/s vs grpc-js (our codecs) | CPU/req vs grpc-js (our codecs) |");
+  console.log("|---|---|---|---|---|---|");
+  args.levels.forEach((level, li) => {
+    const h = samples[li]![kindIndex("http2")]!;
+    const p = samples[li]![kindIndex("grpc-js-protoloader")]!;
+    const g = samples[li]![kindIndex("grpc-js")]!;
+    console.log(
+      `| ${fmt(level.clients)} | ${level.connections} | ${ratio(h.rps, p.rps)} | ${ratio(h.cpuUsPerRequest, p.cpuUsPerRequest)} | ` +
+        `${ratio(h.rps, g.rps)} | ${ratio(h.cpuUsPerRequest, g.cpuUsPerRequest)} |`,
+    );
+  });
+
+  if (args.headroom) {
+    const top = args.levels[args.levels.length - 1]!;
+    const pair: Contender[] = [
+      { label: `http2, ${args.workers} workers`, kind: "http2", workers: args.workers },
+      { label: `http2, ${args.workers + 1} workers`, kind: "http2", workers: args.workers + 1 },
+    ];
+    const [a, b] = await measureLevel(top, pair, args, plan, request);
+    console.log(`\ndriver headroom at clients=${top.clients} conns=${top.connections} (same server kind, one more driver worker):`);
+    console.log(`  ${describeSample(pair[0]!.label, a!)}`);
+    console.log(`  ${describeSample(pair[1]!.label, b!)}`);
+    console.log(`  req/s with one more worker: ${ratio(b!.rps, a!.rps)}`);
+  }
 }
 
 void main();
