@@ -199,7 +199,9 @@ export class WatchableStore implements WatchHost {
       return;
     }
     const cur = this.kv.currentRevision();
-    const compactRev = this.kv.compactRevision();
+    // etcd's compactMainRev: -1 until the first compaction, which makes a start of -2 or below a
+    // compacted watcher (canceled with compact_revision -1) as in etcd 3.4.
+    const compactRev = this.kv.compactMainRev;
     const chosen: Watcher[] = [];
     let minRev = Number.POSITIVE_INFINITY;
     for (const w of this.unsynced) {
@@ -217,6 +219,14 @@ export class WatchableStore implements WatchHost {
         continue;
       }
       if (w.minRev > cur) {
+        this.toSynced(w);
+        continue;
+      }
+      if (w.minRev < 0) {
+        // Only -1 before any compaction gets here. etcd encodes the start as an unsigned revision
+        // key that sorts after every stored revision: its catch-up read is empty and the watcher
+        // continues live from cur + 1, without history.
+        w.minRev = cur + 1;
         this.toSynced(w);
         continue;
       }

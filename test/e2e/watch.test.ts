@@ -250,6 +250,23 @@ describe("watch", () => {
     expect(s(next.events[0]!.kv.key)).toBe("wc/b");
   });
 
+  // Before any compaction (keep this above the tests that compact): etcd's compact revision is -1.
+  it("a negative start revision: -1 watches live without history, -2 is canceled with compact_revision -1", async () => {
+    await kv.put("wneg/k", "old");
+    const w = watchClient();
+    const minusOne = await w.watch({ key: "wneg/k", start_revision: -1 });
+    expect(minusOne.canceled).toBe(false);
+    const minusTwo = await w.watch({ key: "wneg/k", start_revision: -2 });
+    expect(minusTwo.canceled).toBe(false);
+    const c = await w.next();
+    expect(c).toMatchObject({ watch_id: minusTwo.watch_id, canceled: true, compact_revision: "-1", cancel_reason: "", events: [] });
+    expect(c.header.revision).toBe("0");
+    const rev = await kv.put("wneg/k", "live");
+    const live = await w.next();
+    expect(live.watch_id).toBe(minusOne.watch_id);
+    expect(live.events.map((e) => [s(e.kv.value), Number(e.kv.mod_revision)])).toEqual([["live", rev]]);
+  });
+
   it("/metrics exports etcd_debugging_mvcc_watcher_total, following watchers as they come and go", async () => {
     const member = cluster.members[0]!;
     const gauge = async (): Promise<number | undefined> => {
@@ -374,6 +391,9 @@ describe("watch", () => {
     expect(c.cancel_reason).toBe("");
     // ... and, like etcd's mvcc response for it, no revision in the header.
     expect(c.header.revision).toBe("0");
+    // After a compaction every negative start is a compacted one.
+    const neg = await w.watch({ key: "wx/k", start_revision: -1 });
+    expect(await w.next()).toMatchObject({ watch_id: neg.watch_id, canceled: true, compact_revision: String(r3), events: [] });
     // A start at the compaction revision itself is still readable.
     const ok = await w.watch({ key: "wx/k", start_revision: r3 });
     const ev = await w.events(ok.watch_id, 1);

@@ -32,13 +32,6 @@ export const RPC_DEVIATIONS: readonly RpcDeviation[] = [
     why: "revision 2^63-1 (beyond 2^53): etcd says future revision; etcetera's JS number rounds it to 2^63, which wraps to -2^63 when re-encoded (raft entry), so it is taken as compacted",
     finding: "int64 fields beyond ±2^53 (src/grpc/wire.ts decodes to an inexact double; the ProtoWriter wraps values ≥ 2^63): clamp or refuse out-of-range revisions/TTLs at the gRPC boundary before proposing",
   },
-  {
-    ops: ["watch"],
-    ours: /^0 {2}\[.*canceled\(\).*\]$/,
-    etcd: /^0 {2}\[.*\]$/,
-    why: "a watch created with a negative start_revision: etcetera sends created and then a cancel (compact_revision 0, no reason); etcd 3.4 keeps the watcher (and replays history from revision 1)",
-    finding: "src/mvcc/watchable_store.ts / src/server/api/watch.ts: a start revision below 0 should behave like etcd's (unsynced watcher from the oldest revision), or be refused at create with a reason; a cancel without compact revision and reason is neither",
-  },
 ];
 
 function name(op: RpcOp): string {

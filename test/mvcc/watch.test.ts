@@ -181,6 +181,34 @@ describe('watchable store', () => {
     expect(st.watcherIds()).toEqual([ok]);
   });
 
+  /*
+   * etcd 3.4 (checked with etcd 3.4.23): a negative start revision is a past revision below its
+   * compactMainRev, which is -1 until the first compaction. So before any compaction: -1 keeps the
+   * watcher with no history (its negative revision key sorts after every stored revision, the
+   * catch-up read is empty) and it continues live; -2 and below are canceled with compact_revision
+   * -1. After a compaction at C, every negative start is canceled with compact_revision C.
+   */
+  it('a negative start revision: -1 before any compaction watches live only; lower ones are canceled like compacted ones', async () => {
+    const { kv, ws } = setup();
+    for (let i = 0; i < 4; i++) kv.put({ key: b('k'), value: b(String(i)) });
+    const st = ws.watchStream();
+    const minusOne = st.watch({ key: b('k'), startRevision: -1 });
+    const minusTwo = st.watch({ key: b('k'), startRevision: -2 });
+    const canceled = await drainUntil(st, (r) => r.length >= 1);
+    expect(canceled).toEqual([{ watchId: minusTwo, canceled: true, compactRevision: -1, events: [], revision: 0 }]);
+    await macrotask();
+    kv.put({ key: b('k'), value: b('live') });
+    const live = kv.currentRevision();
+    const rs = await drainUntil(st, (r) => r.length >= 1);
+    expect(rs.map((r) => [r.watchId, r.events.map((e) => e.kv.modRevision)])).toEqual([[minusOne, [live]]]);
+    expect(st.watcherIds()).toEqual([minusOne]);
+
+    await kv.compact(3);
+    const after = ws.watchStream();
+    const id = after.watch({ key: b('k'), startRevision: -1 });
+    expect(await drainUntil(after, (r) => r.length >= 1)).toEqual([{ watchId: id, canceled: true, compactRevision: 3, events: [], revision: 0 }]);
+  });
+
   it('catches up from the past while writes continue', async () => {
     const { kv, ws } = setup({ syncRowsMax: 50 });
     for (let i = 0; i < 500; i++) kv.put({ key: b(`k${i % 10}`), value: b(String(i)) });
