@@ -19,6 +19,7 @@ import { EtcdServer } from "./etcdserver.js";
 import { httpRoutes } from "./http_routes.js";
 import { LeaderClient } from "./leader_client.js";
 import { createLogger, type Logger } from "./logger.js";
+import { tuneHeap } from "./heap_tuning.js";
 import { formatId } from "./member.js";
 import { serverCodecs } from "./raft_request.js";
 
@@ -30,6 +31,7 @@ function hostPort(url: string): { host: string; port: number } {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  const heap = tuneHeap(process.env);
   const resolved = resolveCommandLine(argv, process.env, {
     stdout: (t) => process.stdout.write(t),
     stderr: (t) => process.stderr.write(t),
@@ -38,6 +40,8 @@ export async function main(argv: string[]): Promise<void> {
   const config: ServerConfig = resolved;
   const logger = createLogger({ level: config.logLevel, outputs: config.logOutputs });
   for (const w of config.warnings) logger.warn(w);
+  if ("error" in heap) logger.warn(heap.error);
+  else logger.debug({ heapGrowingPercent: heap.percent }, "heap tuning");
   try {
     await serve(config, logger);
   } catch (err) {
