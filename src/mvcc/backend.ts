@@ -74,9 +74,33 @@ const ROW_CACHE_BYTES_MAX = 8 * 1024 * 1024;
 /** Per-row overhead counted against the cache budget (object, Map entry, buffer headers). */
 const ROW_OVERHEAD_BYTES = 200;
 
-/** A view much smaller than its backing store is copied before caching, so it pins nothing big. */
-function ownBytes(b: Buffer): Buffer {
-  return b.byteLength * 4 < b.buffer.byteLength && b.buffer.byteLength > 16 * 1024 ? Buffer.from(b) : b;
+/** Backing-store bytes a cached row may hold beyond twice its own bytes (pool slabs are 8 KiB). */
+const ROW_SLACK_BYTES = 256;
+
+/** Bytes of the allocations a row's key and value are views into. */
+function pinnedBytes(row: KvRow): number {
+  const k = row.key.buffer;
+  const v = row.value.byteLength === 0 ? undefined : row.value.buffer;
+  return v === undefined || v === k ? k.byteLength : k.byteLength + v.byteLength;
+}
+
+/**
+ * The row as the cache keeps it: key and value copied into one exact-size allocation of their own
+ * when they are views into something much larger. Applied values are views into the raft entry
+ * they were decoded from, whose buffer can be far larger than the request (the encoder sizes it by
+ * its learned hint, up to 64 KiB; a follower's entries are views into a whole peer frame): a cache
+ * of ~40k small rows must not pin ~40k such buffers. Not into the shared 8 KiB pool either
+ * (Buffer.from would slice it): allocUnsafeSlow gives a store of exactly the row's size.
+ */
+function ownRow(row: KvRow): KvRow {
+  const ownBytes = row.key.byteLength + row.value.byteLength;
+  if (pinnedBytes(row) <= 2 * ownBytes + ROW_SLACK_BYTES) return row;
+  const own = Buffer.allocUnsafeSlow(ownBytes);
+  row.key.copy(own, 0);
+  row.value.copy(own, row.key.byteLength);
+  const key = own.subarray(0, row.key.byteLength);
+  const value = row.value.byteLength === 0 ? EMPTY : own.subarray(row.key.byteLength);
+  return { ...row, key, value };
 }
 
 /**
@@ -202,7 +226,7 @@ export class Backend {
   putKv(row: KvRow): void {
     this.stmts.put.run(row.rev, row.key, row.value, row.createRev, row.version, row.lease, row.tombstone ? 1 : 0);
     this.pending++;
-    this.cache.set({ ...row, key: ownBytes(row.key), value: ownBytes(row.value) });
+    this.cache.set(ownRow(row));
   }
 
   getKv(rev: number): KvRow | undefined {

@@ -23,6 +23,8 @@ import { metricGauge } from "./server_memory.js";
 import { assertServing, type FuzzTarget, memberTarget } from "./target.js";
 
 const run = fuzzRun("load_shapes");
+/** FUZZ_INCLUDE_KNOWN_BUGS=1 enforces the checks that a known, reported bug still fails. */
+const INCLUDE_KNOWN_BUGS = process.env.FUZZ_INCLUDE_KNOWN_BUGS === "1";
 let cluster: Cluster;
 let target: FuzzTarget;
 let c: ReturnType<typeof clients>;
@@ -240,17 +242,54 @@ describe("load_shapes: huge ranges, abandoned watchers, lease storms", () => {
     await storm(leases, "storm");
     const after = await sampleAfterGc(cluster.members[0]!);
     /*
+     * Bound: 4 MiB, which covers (a) V8 heap sizing and GC timing (< 1 MiB in the other checks of
+     * this file) and (b) the raft-log bookkeeping the storm's ~30,000 entries (grant, put, revoke
+     * per lease) legitimately leave until their WAL segment is released: the WAL's entry-location
+     * index, 36 B per entry in typed arrays that double (≤ 2.3 MiB for one doubling at this size).
+     * The lessor itself keeps nothing of a revoked lease (heap snapshots: no Lease, key set or
+     * queue slot survives). etcd 3.4 grows 4.8 MiB here (its MemoryStorage keeps whole entries
+     * until the next snapshot).
      * Teeth: a lessor that kept 1,000 B per expired lease (its id, expiry and key set are more)
-     * would add 9.8 MiB over 10,000 leases, 2.4× the 4 MiB bound. History is compacted before
-     * each sample (the deleted keys' revisions are legitimate memory until then).
-     * SUSPECTED FINDING (reported, not yet located): the live set after GC grows 0.2–0.9 KB per
-     * expired lease (8.4 MiB over 10,000 here), so the bound is enforced only with
-     * FUZZ_INCLUDE_KNOWN_BUGS=1 until the lead has looked; by default the figures are printed.
+     * would add 9.8 MiB over 10,000 leases, 2.4× the bound. History is compacted before each
+     * sample (the deleted keys' revisions are legitimate memory until then).
+     * KNOWN BUG (located, fix outside this suite's rooms): the leader's raft entries are views into
+     * the encoder's buffer, sized by the codec's learned hint (up to 64 KiB; 8 KiB after this
+     * file's 128-put txns), and WalStorage keeps the last 10,000 entries in memory, so each pins a
+     * whole buffer: +8.6 MiB here, and +300 MiB for 5,000 small puts after one 60 KB put (next
+     * test). Enforced with FUZZ_INCLUDE_KNOWN_BUGS=1 until entry data is copied to its own size
+     * (src/server/raft_request.ts encodeRaftRequest or src/wal/storage.ts append).
      */
     const budget = { what: "load_shapes live set after GC (expired lease storm, compacted)", boundKiB: 4 * 1024, leakBytesPerRequest: 1000 };
-    if (process.env.FUZZ_INCLUDE_KNOWN_BUGS === "1") checkLeak(budget, baseline.liveKiB, after.liveKiB, leases);
+    if (INCLUDE_KNOWN_BUGS) checkLeak(budget, baseline.liveKiB, after.liveKiB, leases);
     else leakReport(budget, baseline.liveKiB, after.liveKiB, leases);
     await assertServing(target, "load_shapes-lease-storm");
   }, timeoutMs(run, 240_000));
+
+  test("small writes after one large write keep only their own bytes in the raft log", async () => {
+    // One large Put grows the request encoder's size hint (to 64 KiB); every later entry is then
+    // encoded into a buffer of that size. The raft log's in-memory tail (10,000 entries) must keep
+    // each small entry's bytes, not the whole buffer it was encoded into.
+    const writes = scaled(run, 2_000, 2_000);
+    await unary(c.kv, "Put", { key: Buffer.from("fz-large"), value: Buffer.alloc(60_000, 1) });
+    const before = await sampleAfterGc(cluster.members[0]!);
+    await runBounded(16, (i) => i < writes, async (i) => {
+      await unary(c.kv, "Put", { key: Buffer.from(`fz-small/${i % 100}`), value: Buffer.from("x") });
+    });
+    await unary(c.kv, "DeleteRange", { key: Buffer.from("fz-"), range_end: Buffer.from("fz."), prev_kv: false });
+    await compactAll();
+    // Compaction is staged (batches with yields): give it time to drop the old revisions.
+    await new Promise((r) => setTimeout(r, 2_000));
+    const after = await sampleAfterGc(cluster.members[0]!);
+    /*
+     * Bound: 4 MiB, as above; what the writes legitimately leave in the raft log's tail (entry
+     * objects with their own bytes, locations) measured 1.5 MiB with entries copied to size. Teeth: an entry that pins even an 8 KiB buffer (a Buffer pool slab, or the hint
+     * after a 4 KiB write) adds 15.6 MiB over 2,000 writes, 3.9× the bound; the 64 KiB hint after
+     * this test's 60 KB put, 125 MiB.
+     */
+    const budget = { what: "load_shapes live set after GC (small writes after a large one)", boundKiB: 4 * 1024, leakBytesPerRequest: 8 * 1024 };
+    if (INCLUDE_KNOWN_BUGS) checkLeak(budget, before.liveKiB, after.liveKiB, writes);
+    else leakReport(budget, before.liveKiB, after.liveKiB, writes);
+    await assertServing(target, "load_shapes-large-then-small");
+  }, timeoutMs(run, 120_000));
 });
 

@@ -6,6 +6,7 @@ import { ErrCompacted, ErrDuplicateKey, ErrFutureRev, ErrLeaseNotFound, GrpcCode
 import type { KvStore } from '../../src/mvcc/kvstore.js';
 import type { LeaseHooks } from '../../src/mvcc/lease_hooks.js';
 import { type Event, EventType } from '../../src/mvcc/types.js';
+import { packRev } from '../../src/mvcc/revision.js';
 import { checkTxnRequest } from '../../src/mvcc/txn_check.js';
 import { b, openStore, s, tmpDir } from './helpers.js';
 
@@ -54,6 +55,22 @@ describe('kv store', () => {
     expect(st.currentRevision()).toBe(3);
     const r = st.range({ key: b('x'), rangeEnd: b('z') });
     expect(r.kvs.map((kv) => kv.modRevision)).toEqual([3, 3]);
+  });
+
+  it('a row read back from the cache holds only its own bytes, not the buffer its key and value were views into', () => {
+    const st = fresh();
+    // Applied requests are decoded from a raft entry whose buffer is sized by the encoder's hint
+    // (up to 64 KiB): key and value arrive as small views into it.
+    const entry = Buffer.alloc(8192, 7);
+    entry.write('k1', 100);
+    st.put({ key: entry.subarray(100, 102), value: entry.subarray(200, 210) });
+    const kv = st.range({ key: b('k1') }).kvs[0]!;
+    expect([s(kv.key), [...kv.value]]).toEqual(['k1', new Array(10).fill(7)]);
+    const row = st.backend.getKv(packRev(kv.modRevision, 0))!;
+    expect(row.key.buffer.byteLength + row.value.buffer.byteLength).toBeLessThanOrEqual(2 * (2 + 10));
+    // Rows that own their bytes are cached as they are.
+    st.put({ key: b('k2'), value: Buffer.alloc(0) });
+    expect(st.backend.getKv(packRev(st.currentRevision(), 0))!.value.byteLength).toBe(0);
   });
 
   it('large ranges come back complete and in key order (multi-row fetch)', () => {
