@@ -9,7 +9,7 @@
 import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import type { Socket } from "node:net";
 import type { MethodDescriptor } from "./codec.js";
-import { type MessageSink, MessageDeframer } from "./framing.js";
+import { MESSAGE_PREFIX_BYTES, type MessageSink, MessageDeframer, messageTooLarge } from "./framing.js";
 import type {
   AnyHandler,
   BidiCall,
@@ -59,16 +59,17 @@ export interface CallConnection {
 }
 
 const { NGHTTP2_NO_ERROR } = http2.constants;
-const MESSAGE_PREFIX_BYTES = 5;
 
 /** Like grpc-go, only the content type: every extra header costs HPACK work per call. */
 const RESPONSE_HEADERS = {
   ":status": 200,
   "content-type": "application/grpc",
 };
-const RESPOND_OPTIONS = { waitForTrailers: true };
+// No `date` header (node:http2 adds one by default): grpc-go sends none, and a value that changes
+// every second costs a string per response and a new HPACK table entry per second per connection.
+const RESPOND_OPTIONS = { waitForTrailers: true, sendDate: false };
 const OK_TRAILERS = { "grpc-status": "0" };
-const END_OPTIONS = { endStream: true };
+const END_OPTIONS = { endStream: true, sendDate: false };
 
 const kCall = Symbol("grpc.call");
 type CallStream = ServerHttp2Stream & { [kCall]: Http2Call };
@@ -100,7 +101,8 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
   private readonly registered: RegisteredMethod;
   private readonly host: CallHost;
   private readonly connection: CallConnection | undefined;
-  private readonly deframer: MessageDeframer;
+  /** Created on the first request chunk that is not exactly one whole message (see onData). */
+  private deframer: MessageDeframer | undefined;
   private readState: ReadState = "open";
   private received = 0;
   /** Set once the status was sent (or the stream died): nothing more is written. */
@@ -130,7 +132,6 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
     this.registered = registered;
     this.host = host;
     this.method = registered.descriptor.path;
-    this.deframer = new MessageDeframer(host.maxReceiveMessageBytes);
     host.observer?.started(registered.descriptor);
     stream.on("data", onStreamData);
     stream.on("end", onStreamEnd);
@@ -184,6 +185,14 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
   onData(chunk: Buffer): void {
     if (this.finished) return; // discard: the call is over, never buffer
     try {
+      // Fast path: a unary request usually arrives as one DATA chunk holding exactly one message.
+      const bodyBytes = chunk.length - MESSAGE_PREFIX_BYTES;
+      if (this.deframer === undefined && bodyBytes >= 0 && chunk.readUInt32BE(1) === bodyBytes) {
+        if (bodyBytes > this.host.maxReceiveMessageBytes) throw messageTooLarge(bodyBytes, this.host.maxReceiveMessageBytes);
+        this.onFrame(chunk.subarray(MESSAGE_PREFIX_BYTES), chunk[0] !== 0);
+        return;
+      }
+      this.deframer ??= new MessageDeframer(this.host.maxReceiveMessageBytes);
       this.deframer.push(chunk, this);
     } catch (err) {
       this.fail(toGrpcError(err));
@@ -219,7 +228,7 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
   onReadEnd(): void {
     this.readState = "ended";
     if (this.finished) return;
-    if (this.deframer.partial) {
+    if (this.deframer?.partial === true) {
       this.fail(new GrpcError(Status.INTERNAL, "grpc: stream ended in the middle of a message"));
       return;
     }

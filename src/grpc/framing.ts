@@ -105,13 +105,13 @@ export class MessageDeframer {
   }
 
   private checkSize(len: number): void {
-    if (len > this.maxMessageBytes) {
-      throw new GrpcError(
-        Status.RESOURCE_EXHAUSTED,
-        `grpc: received message larger than max (${len} vs. ${this.maxMessageBytes})`,
-      );
-    }
+    if (len > this.maxMessageBytes) throw messageTooLarge(len, this.maxMessageBytes);
   }
+}
+
+/** grpc-go's status for a received message above the limit. */
+export function messageTooLarge(len: number, maxMessageBytes: number): GrpcError {
+  return new GrpcError(Status.RESOURCE_EXHAUSTED, `grpc: received message larger than max (${len} vs. ${maxMessageBytes})`);
 }
 
 /** Prefixes an encoded message (uncompressed) for sending. */
