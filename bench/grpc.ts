@@ -38,7 +38,7 @@ import { fileURLToPath } from "node:url";
 import { loadEtcdCodecs } from "../src/grpc/protos.js";
 import { SERVER_KINDS, type ServerKind, type ServerMessage } from "./grpc-server.js";
 import { type CpuPlan, allowedCpus, pinSelf, planCpus } from "./lib/cpu-pinning.js";
-import { Load } from "./lib/load.js";
+import { Load, type LoadDriver } from "./lib/load.js";
 
 interface Level {
   clients: number;
@@ -51,10 +51,15 @@ interface Args {
   settleMs: number;
   warmupMs: number;
   workers: number;
-  driver: "grpc-js" | "h2";
+  driver: LoadDriver;
   levels: Level[];
   pin: string;
   headroom: boolean;
+}
+
+function parseDriver(name: string): LoadDriver {
+  if (name === "grpc-js" || name === "h2" || name === "raw") return name;
+  throw new Error(`--driver ${name}: expected grpc-js, h2 or raw`);
 }
 
 function parseArgs(argv: string[]): Args {
@@ -68,7 +73,7 @@ function parseArgs(argv: string[]): Args {
     settleMs: Number(get("settle-ms", "500")),
     warmupMs: Number(get("warmup-ms", "1500")),
     workers: Number(get("workers", "2")),
-    driver: get("driver", "grpc-js") === "h2" ? "h2" : "grpc-js",
+    driver: parseDriver(get("driver", "grpc-js")),
     levels: get("levels", "1:1,100:10,1000:100")
       .split(",")
       .map((pair) => {
@@ -140,6 +145,7 @@ class ServerProcess {
   }
 }
 
+const DRIVER_NAMES: Record<LoadDriver, string> = { "grpc-js": "grpc-js", h2: "bare node:http2", raw: "raw HTTP/2 frame" };
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const driverCpuUs = (): number => {
   const u = process.cpuUsage();
@@ -246,7 +252,7 @@ async function main(): Promise<void> {
   console.log(
     `gRPC transport benchmark: serializable Range from a constant; per level ${args.windows} rotating ` +
       `${args.windowMs} ms windows per server (${args.settleMs} ms settle, ${args.warmupMs} ms warm-up); ` +
-      `driver: ${args.driver === "h2" ? "bare node:http2" : "grpc-js"} clients on ${args.workers} worker threads`,
+      `driver: ${DRIVER_NAMES[args.driver]} clients on ${args.workers} worker threads`,
   );
   console.log(
     plan

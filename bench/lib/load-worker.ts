@@ -2,13 +2,15 @@
  * One load-driver worker: opens its share of connections (one grpc-js channel
  * each, no subchannel sharing) and runs its share of clients, each a loop of
  * one unary request at a time. The "h2" driver replaces grpc-js with bare
- * node:http2 requests (a lighter client, to find the server's own limit).
+ * node:http2 requests, the "raw" driver with raw HTTP/2 frames (lighter
+ * clients, to find the server's own limit).
  */
 
 import http2 from "node:http2";
 import { parentPort, workerData } from "node:worker_threads";
 import * as grpc from "@grpc/grpc-js";
 import { LatencyHistogram } from "./histogram.js";
+import { RawGrpcConnection } from "./raw-grpc-client.js";
 import type { WorkerCommand, WorkerReport, WorkerSetup } from "./load.js";
 
 const setup = workerData as WorkerSetup;
@@ -39,6 +41,11 @@ framed.writeUInt32BE(request.length, 1);
 request.copy(framed, 5);
 const H2_HEADERS = { ":method": "POST", ":path": setup.path, "content-type": "application/grpc", te: "trailers" };
 
+function splitTarget(target: string): [string, number] {
+  const colon = target.lastIndexOf(":");
+  return [target.slice(0, colon), Number(target.slice(colon + 1))];
+}
+
 function h2Caller(session: http2.ClientHttp2Session): Caller {
   return (done) => {
     const req = session.request(H2_HEADERS);
@@ -52,6 +59,7 @@ function h2Caller(session: http2.ClientHttp2Session): Caller {
   };
 }
 
+const raws: RawGrpcConnection[] = [];
 const channels: grpc.Client[] = [];
 const sessions: http2.ClientHttp2Session[] = [];
 const callers: Caller[] = [];
@@ -61,7 +69,13 @@ for (let i = 0; i < setup.connections && setup.driver === "h2"; i++) {
   sessions.push(session);
   callers.push(h2Caller(session));
 }
-for (let i = 0; i < setup.connections && setup.driver !== "h2"; i++) {
+for (let i = 0; i < setup.connections && setup.driver === "raw"; i++) {
+  const [host, port] = splitTarget(setup.target);
+  const connection = new RawGrpcConnection(host, port, setup.path, framed);
+  raws.push(connection);
+  callers.push((done) => connection.call(done));
+}
+for (let i = 0; i < setup.connections && setup.driver === "grpc-js"; i++) {
   channels.push(
     new grpc.Client(setup.target, grpc.credentials.createInsecure(), {
       "grpc.use_local_subchannel_pool": 1,
@@ -143,4 +157,5 @@ parentPort!.on("message", (cmd: WorkerCommand) => {
   parentPort!.postMessage(report);
   for (const c of channels) c.close();
   for (const s of sessions) s.destroy();
+  for (const r of raws) r.close();
 });

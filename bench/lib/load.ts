@@ -26,8 +26,8 @@ export interface LoadOptions {
   connections: number;
   /** worker_threads running the clients. */
   workers: number;
-  /** "grpc-js" (default): @grpc/grpc-js clients; "h2": bare node:http2 requests, a lighter driver. */
-  driver?: "grpc-js" | "h2";
+  /** "grpc-js" (default): @grpc/grpc-js clients; "h2": bare node:http2 requests; "raw": raw HTTP/2 frames (raw-grpc-client.ts), the lightest. */
+  driver?: LoadDriver;
 }
 
 /** Messages between the driver and its workers. */
@@ -41,8 +41,10 @@ export type WorkerReport =
   | { kind: "ready" }
   | { kind: "done"; requests: number; errors: number; firstError: string | undefined; latency: number[]; sumUs: number };
 
+export type LoadDriver = "grpc-js" | "h2" | "raw";
+
 export interface WorkerSetup {
-  driver: "grpc-js" | "h2";
+  driver: LoadDriver;
   target: string;
   path: string;
   request: Uint8Array;
