@@ -26,11 +26,13 @@
  * the extra worker would raise throughput (when it has a CPU to run on).
  *
  *   npx tsx bench/grpc.ts [--windows 6] [--window-ms 2000] [--settle-ms 500] [--warmup-ms 1500]
- *                         [--workers 2] [--levels 1:1,100:10,1000:100] [--driver grpc-js|h2]
+ *                         [--workers 2] [--levels 1:1,100:10,1000:100] [--driver grpc-js|h2|raw]
  *                         [--pin auto|off|0/1] [--headroom on|off]
  *
- * --driver h2 swaps the grpc-js clients for bare node:http2 requests: a lighter
- * driver, so the same driver CPU pushes a server harder.
+ * --driver h2 swaps the grpc-js clients for bare node:http2 requests, --driver raw
+ * for raw HTTP/2 frames (bench/lib/raw-grpc-client.ts): lighter drivers, so the
+ * same driver CPU pushes a server harder. The driver-cores column says whether
+ * the driver had CPU to spare (pinned: 1.00 = its CPU was full).
  */
 
 import { type ChildProcess, fork } from "node:child_process";
