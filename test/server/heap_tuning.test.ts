@@ -2,10 +2,10 @@ import { describe, expect, it } from "vitest";
 import { DEFAULT_HEAP_GROWING_PERCENT, tuneHeap } from "../../src/server/heap_tuning.js";
 
 describe("heap tuning", () => {
-  it("caps V8's heap growing factor by default and takes an override", () => {
+  it("leaves V8's policy by default and takes an override", () => {
     expect(tuneHeap({})).toEqual({ percent: DEFAULT_HEAP_GROWING_PERCENT });
     expect(tuneHeap({ ETCETERA_HEAP_GROWING_PERCENT: "" })).toEqual({ percent: DEFAULT_HEAP_GROWING_PERCENT });
-    expect(tuneHeap({ ETCETERA_HEAP_GROWING_PERCENT: "0" })).toEqual({ percent: 0 });
+    expect(tuneHeap({ ETCETERA_HEAP_GROWING_PERCENT: "50" })).toEqual({ percent: 50 });
     expect(tuneHeap({ ETCETERA_HEAP_GROWING_PERCENT: "120" })).toEqual({ percent: 120 });
   });
 
