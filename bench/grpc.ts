@@ -36,6 +36,7 @@
  */
 
 import { type ChildProcess, fork } from "node:child_process";
+import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { loadEtcdCodecs } from "../src/grpc/protos.js";
 import { SERVER_KINDS, type ServerKind, type ServerMessage } from "./grpc-server.js";
@@ -264,21 +265,23 @@ async function main(): Promise<void> {
   const contenders: Contender[] = SERVER_KINDS.map((kind) => ({ label: kind, kind, workers: args.workers }));
   const samples: Sample[][] = [];
   for (const level of args.levels) {
+    const load0 = os.loadavg()[0]!;
     const got = await measureLevel(level, contenders, args, plan, request);
     samples.push(got);
-    console.log(`clients=${level.clients} conns=${level.connections}`);
+    // Other work on the machine takes CPU from both sides; the 1-minute load average says how much was going on.
+    console.log(`clients=${level.clients} conns=${level.connections} (load average ${fmt(load0, 2)} before, ${fmt(os.loadavg()[0]!, 2)} after)`);
     for (let i = 0; i < contenders.length; i++) console.log(`  ${describeSample(contenders[i]!.label, got[i]!)}`);
   }
 
   const kindIndex = (k: ServerKind): number => SERVER_KINDS.indexOf(k);
   console.log("\nper server (totals over the rotating windows; cores = CPU time / wall time)");
-  console.log("| clients | conns | server | req/s | µs CPU/req | server cores | driver cores | p50 ms | p99 ms |");
-  console.log("|---|---|---|---|---|---|---|---|---|");
+  console.log("| clients | conns | server | req/s | µs CPU/req | req per server CPU-s | server cores | driver cores | p50 ms | p99 ms |");
+  console.log("|---|---|---|---|---|---|---|---|---|---|");
   args.levels.forEach((level, li) => {
     contenders.forEach((c, i) => {
       const s = samples[li]![i]!;
       console.log(
-        `| ${fmt(level.clients)} | ${level.connections} | ${c.label} | ${fmt(s.rps)} | ${fmt(s.cpuUsPerRequest, 1)} | ` +
+        `| ${fmt(level.clients)} | ${level.connections} | ${c.label} | ${fmt(s.rps)} | ${fmt(s.cpuUsPerRequest, 1)} | ${fmt(1e6 / s.cpuUsPerRequest)} | ` +
           `${fmt(s.serverCores, 2)} | ${fmt(s.driverCores, 2)} | ${fmt(s.p50Us / 1000, 2)} | ${fmt(s.p99Us / 1000, 2)} |`,
       );
     });
