@@ -4,6 +4,7 @@
  *
  *   npx tsx bench/compare/main.ts [--rounds=3] [--quick] [--only=etcd|etcetera] [--rows=id,id]
  *                                 [--workers=N] [--out=bench/results] [--no-install] [--run-timeout=SEC]
+ *                                 [--warmup=N]  (requests before each measured run; default a tenth of the row)
  *
  * Every (round, target, row) runs on a fresh cluster, so rows do not inherit each other's data
  * and peak RSS (VmHWM) belongs to that row. Round r runs etcd first when r is odd, etcetera
@@ -33,6 +34,8 @@ interface CompareOptions {
   outDir: string;
   install: boolean;
   runTimeoutMs: number;
+  /** Requests of the same command run (and not counted) before each measured run; 0 = none. */
+  warmup: number | undefined;
 }
 
 function parseOptions(argv: string[]): CompareOptions {
@@ -47,6 +50,7 @@ function parseOptions(argv: string[]): CompareOptions {
     outDir: join(ROOT, "bench/results"),
     install: true,
     runTimeoutMs: 300_000,
+    warmup: undefined,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
@@ -63,6 +67,7 @@ function parseOptions(argv: string[]): CompareOptions {
     else if (k === "--out") o.outDir = val();
     else if (k === "--no-install") o.install = false;
     else if (k === "--run-timeout") o.runTimeoutMs = Number(val()) * 1000;
+    else if (k === "--warmup") o.warmup = Number(val());
     else throw new Error(`unknown option ${a}`);
   }
   if (!(o.rounds >= 1)) throw new Error("--rounds must be at least 1");
@@ -104,6 +109,28 @@ async function seedRangeKey(endpoints: string[]): Promise<void> {
   }
 }
 
+/**
+ * Requests of a row's own command sent before it is measured, on both targets alike. A fresh
+ * Node.js process runs its first thousands of requests in the interpreter and baseline
+ * compiler before the optimizing compiler has seen them; a Go binary has no such phase. Without a
+ * warm-up a 1,000-request row measures mostly that phase. Default: a tenth of the row, at least
+ * 500, at most 2,000, so that the full matrix still fits its 15 minutes (put rows overwrite keys
+ * of their own key space, so the key count is kept).
+ */
+function warmupRequests(row: MatrixRow, opts: CompareOptions): number {
+  if (opts.warmup !== undefined) return Math.max(0, Math.floor(opts.warmup));
+  return Math.min(2_000, Math.max(500, Math.floor(row.total / 10)));
+}
+
+function withTotal(args: string[], total: number): string[] {
+  invariantArg(args.some((a) => a.startsWith("--total=")), `row arguments carry no --total: ${args.join(" ")}`);
+  return args.map((a) => (a.startsWith("--total=") ? `--total=${total}` : a));
+}
+
+function invariantArg(ok: boolean, message: string): asserts ok {
+  if (!ok) throw new Error(message);
+}
+
 /** A cluster that failed to come up once is not retried for every row (it would cost 30 s each). */
 class StartFailed extends Error {}
 
@@ -118,7 +145,10 @@ async function runOne(target: Target, row: MatrixRow, round: number, opts: Compa
       throw new StartFailed(`cluster did not start: ${e instanceof Error ? e.message : String(e)}`);
     });
     if (row.seedRangeKey) await seedRangeKey(cluster.endpoints);
-    const result = await runBenchmarkChild(cluster.endpoints, row.args, { ...(opts.workers !== undefined ? { workers: opts.workers } : {}), timeoutMs: opts.runTimeoutMs });
+    const childOpts = { ...(opts.workers !== undefined ? { workers: opts.workers } : {}), timeoutMs: opts.runTimeoutMs };
+    const warm = warmupRequests(row, opts);
+    if (warm > 0) await runBenchmarkChild(cluster.endpoints, withTotal(row.args, warm), childOpts);
+    const result = await runBenchmarkChild(cluster.endpoints, row.args, childOpts);
     const s = result.series[0];
     if (s === undefined) throw new Error("benchmark printed no series");
     if (s.count === 0) throw new Error(`every request failed: ${Object.keys(s.errors)[0] ?? "?"}`);
@@ -199,7 +229,8 @@ async function main(): Promise<void> {
   const summary = summarizeRows(rows, runs);
   const stamp = startedAt.toISOString().replace(/[:]/g, "-").replace(/\.\d+Z$/, "Z");
   mkdirSync(opts.outDir, { recursive: true });
-  const subtitle = `${opts.quick ? "quick totals" : "full totals"}, median of ${opts.rounds} round(s), ${info.cpus} CPUs, ${String(info.etcd)}, node ${process.version}, ${startedAt.toISOString()}`;
+  const warmNote = opts.warmup === 0 ? "no warm-up" : opts.warmup !== undefined ? `${opts.warmup}-request warm-up per run` : "warm-up of a tenth of each row per run";
+  const subtitle = `${opts.quick ? "quick totals" : "full totals"}, median of ${opts.rounds} round(s), ${warmNote}, ${info.cpus} CPUs, ${String(info.etcd)}, node ${process.version}, ${startedAt.toISOString()}`;
   const md =
     `### etcetera vs etcd (${startedAt.toISOString().slice(0, 10)}, ${subtitle})\n\n` +
     markdownTable(summary) +
