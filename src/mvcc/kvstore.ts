@@ -20,6 +20,7 @@ import {
   META_SCHEDULED_COMPACT,
   runCompaction,
 } from './kvstore_compaction.js';
+import { DEFAULT_RANGE_READ, type RangeReadOptions, type RangeReadResult, readRange } from './kvstore_range.js';
 import { applyDeleteRange, applyPut, applyRange, applyTxn, KvTxn, rowToKv, type StoreCore } from './kvstore_txn.js';
 import { type LeaseHooks, NO_LEASES } from './lease_hooks.js';
 import { lastOfMain, revMain } from './revision.js';
@@ -53,6 +54,8 @@ export interface KvStoreOptions extends BackendOptions {
   compactionBatchKeys?: number;
   /** Pause between compaction batches. etcd: 10 ms. */
   compactionSleepMs?: number;
+  /** Slices of rangeAsync (defaults: DEFAULT_RANGE_READ). */
+  rangeRead?: Partial<RangeReadOptions>;
 }
 
 /** Result of applying one kv entry. `revision` is the header revision to report. */
@@ -85,6 +88,9 @@ export interface SnapshotInfo {
   sizeBytes: number;
 }
 
+/** Restarts of one rangeAsync by snapshot installs before it gives up. */
+const RANGE_READ_ATTEMPTS_MAX = 3;
+
 export class KvStore implements StoreCore {
   readonly index = new TreeIndex();
   backend: Backend;
@@ -99,6 +105,8 @@ export class KvStore implements StoreCore {
   private epoch = 0;
   /** HashKV scans in progress: compaction batches wait for them. */
   private hashing = 0;
+  /** Main revisions of the sliced reads in progress (a multiset): compactions above them wait. */
+  private readonly readPins = new Map<number, number>();
   private readonly restoreListeners: (() => void)[] = [];
   private readonly opts: KvStoreOptions;
 
@@ -367,7 +375,7 @@ export class KvStore implements StoreCore {
       index: this.index,
       backend: this.backend,
       isOpen: () => !this.closed && epoch === this.epoch,
-      mayRun: () => this.hashing === 0,
+      mayRun: () => this.hashing === 0 && !this.readsBelow(rev),
     };
     const opts = { batchKeys: this.opts.compactionBatchKeys ?? 1000, sleepMs: this.opts.compactionSleepMs ?? 10 };
     const job = this.compactionChain.then(() => runCompaction(target, rev, opts));
@@ -465,6 +473,52 @@ export class KvStore implements StoreCore {
   /** Bytes the backend uses on disk. */
   sizeBytes(): number {
     return this.backend.sizeBytes();
+  }
+
+  /**
+   * Range at the current state without holding the event loop: a large range is read in slices
+   * with a yield between them, all at the revision current when it starts (see kvstore_range.ts).
+   * `revision` is that revision, for the response header.
+   */
+  async rangeAsync(req: RangeRequest): Promise<RangeReadResult> {
+    const opts = { ...DEFAULT_RANGE_READ, ...this.opts.rangeRead };
+    // A snapshot install mid-read restarts it on the new state; installs are rare, so a few tries suffice.
+    for (let attempt = 0; attempt < RANGE_READ_ATTEMPTS_MAX; attempt++) {
+      this.assertOpen();
+      const epoch = this.epoch;
+      const target = {
+        index: this.index,
+        backend: this.backend,
+        currentRev: this.currentRev,
+        compactMainRev: this.compactMainRev,
+        pinRead: (rev: number) => this.pinRead(rev),
+        stillValid: () => {
+          this.assertOpen();
+          return epoch === this.epoch;
+        },
+      };
+      const result = await readRange(target, req, opts);
+      if (result !== null) return result;
+    }
+    throw new Error(`range read restarted ${RANGE_READ_ATTEMPTS_MAX} times by snapshot installs`);
+  }
+
+  private pinRead(rev: number): () => void {
+    this.readPins.set(rev, (this.readPins.get(rev) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const n = this.readPins.get(rev)! - 1;
+      if (n === 0) this.readPins.delete(rev);
+      else this.readPins.set(rev, n);
+    };
+  }
+
+  /** True while a sliced read at a revision below `rev` is in progress. */
+  private readsBelow(rev: number): boolean {
+    for (const pinned of this.readPins.keys()) if (pinned < rev) return true;
+    return false;
   }
 
   /**

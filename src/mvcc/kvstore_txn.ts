@@ -212,8 +212,26 @@ function sortComparator(target: SortTarget): KvCompare {
   }
 }
 
-/** etcd applierV3backend.Range. */
-export function applyRange(txn: KvTxn, r: RangeRequest): RangeResponse {
+/** What a Range request asks of the store (the read) and of the applier (the finish). */
+export interface RangePlan {
+  readonly range: KeyRange;
+  readonly read: RangeOptions;
+  readonly request: RangeRequest;
+}
+
+/** The store-level read of a Range request: sorting or filtering needs every kv before truncating. */
+export function rangePlan(r: RangeRequest): RangePlan {
+  const sortOrder = numOf(r.sortOrder) as SortOrder;
+  const filtered = numOf(r.minModRevision) !== 0 || numOf(r.maxModRevision) !== 0 || numOf(r.minCreateRevision) !== 0 || numOf(r.maxCreateRevision) !== 0;
+  let limit = numOf(r.limit);
+  if (sortOrder !== SortOrder.NONE || filtered) limit = 0;
+  if (limit > 0) limit += 1; // one extra tells whether there is more
+  return { range: toKeyRange(r.key, r.rangeEnd), read: { rev: numOf(r.revision), limit, countOnly: !!r.countOnly }, request: r };
+}
+
+/** etcd applierV3backend.Range after the read: filters, sort, limit, keys_only. */
+export function finishRange(plan: RangePlan, read: { kvs: KeyValue[]; count: number }): RangeResponse {
+  const r = plan.request;
   const sortOrder = numOf(r.sortOrder) as SortOrder;
   const sortTarget = numOf(r.sortTarget) as SortTarget;
   const limitReq = numOf(r.limit);
@@ -221,12 +239,7 @@ export function applyRange(txn: KvTxn, r: RangeRequest): RangeResponse {
   const maxMod = numOf(r.maxModRevision);
   const minCreate = numOf(r.minCreateRevision);
   const maxCreate = numOf(r.maxCreateRevision);
-  let limit = limitReq;
-  // Sorting or filtering needs every kv before truncating.
-  if (sortOrder !== SortOrder.NONE || minMod !== 0 || maxMod !== 0 || minCreate !== 0 || maxCreate !== 0) limit = 0;
-  if (limit > 0) limit += 1; // one extra tells whether there is more
-  const rr = txn.rangeKeys(toKeyRange(r.key, r.rangeEnd), { rev: numOf(r.revision), limit, countOnly: !!r.countOnly });
-  let kvs = rr.kvs;
+  let kvs = read.kvs;
   if (maxMod !== 0) kvs = kvs.filter((kv) => !(kv.modRevision > maxMod));
   if (minMod !== 0) kvs = kvs.filter((kv) => !(kv.modRevision < minMod));
   if (maxCreate !== 0) kvs = kvs.filter((kv) => !(kv.createRevision > maxCreate));
@@ -245,7 +258,13 @@ export function applyRange(txn: KvTxn, r: RangeRequest): RangeResponse {
     more = true;
   }
   if (r.keysOnly) kvs = kvs.map((kv) => ({ ...kv, value: EMPTY }));
-  return { kvs, more, count: rr.count };
+  return { kvs, more, count: read.count };
+}
+
+/** etcd applierV3backend.Range. */
+export function applyRange(txn: KvTxn, r: RangeRequest): RangeResponse {
+  const plan = rangePlan(r);
+  return finishRange(plan, txn.rangeKeys(plan.range, plan.read));
 }
 
 /** etcd applierV3backend.Put; lease existence was checked by the caller. */

@@ -106,6 +106,46 @@ export class TreeIndex {
     });
   }
 
+  /**
+   * visitRange in slices, for reads spread over several turns: visits the keys of the range after
+   * `after` (exclusive; null = from the start) that are visible at atRev, looking at no more than
+   * `keysMax` keys; `visit` returns false to stop after its key. Returns the last key looked at
+   * when the slice stopped early, null when the range is done. Keys created or deleted after atRev
+   * between two slices change nothing at atRev; compaction above atRev must wait (the caller's job).
+   */
+  visitRangeSlice(
+    range: KeyRange,
+    atRev: number,
+    after: string | null,
+    keysMax: number,
+    visit: (key: string, rev: number) => boolean,
+  ): string | null {
+    invariant(keysMax > 0, 'a range slice must look at one key at least');
+    if (range.end === undefined) {
+      if (after === null) this.visitRange(range, atRev, visit);
+      return null;
+    }
+    let looked = 0;
+    let last: string | null = null;
+    let stopped = false;
+    const from = after === null ? range : { start: after, end: range.end };
+    this.forEachKey(from, (key, ki) => {
+      if (key === after) return true;
+      if (looked === keysMax) {
+        stopped = true;
+        return false;
+      }
+      looked++;
+      last = key;
+      const rev = kiGet(ki, atRev);
+      if (rev < 0) return true;
+      if (visit(key, rev)) return true;
+      stopped = true;
+      return false;
+    });
+    return stopped ? last : null;
+  }
+
   /** Visits every keyIndex of the range (alive or not) in key order; stop by returning false. */
   forEachKey(range: KeyRange, visit: (key: string, ki: KeyIndex) => boolean | void): void {
     if (this.tree.size === 0) return;

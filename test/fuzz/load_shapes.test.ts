@@ -14,7 +14,7 @@ import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { clients, unary } from "../e2e/grpc_client.js";
-import { Cluster, ROOT } from "../e2e/harness.js";
+import { Cluster, ROOT, TARGET_ETCD } from "../e2e/harness.js";
 import { fuzzRun, scaled, timeoutMs } from "./fuzz_config.js";
 import { gcControlArgs, sampleAfterGc, startWithGcControl } from "./gc_control.js";
 import { runBounded } from "./pool.js";
@@ -82,6 +82,50 @@ describe("load_shapes: huge ranges, abandoned watchers, lease storms", () => {
     const limited = await range({ limit: 10, sort_order: "DESCEND" });
     expect([limited.kvs.length, Number(limited.count), limited.more]).toEqual([10, keys, true]);
     expect(limited.kvs[0]!.key.equals(key(keys - 1))).toBe(true);
+
+    /*
+     * A read of every row that answers one kv (min_mod_revision filters after reading, limit 1 keeps
+     * the response tiny, so its transfer cannot hide a stall): writes from another connection are
+     * served while it runs, and it still answers the state at its start. A server that does the
+     * read in one event-loop turn answers it before it can apply any write sent meanwhile (0 writes
+     * above its revision; 1 at most if responses on the two connections cross).
+     */
+    const other = clients(target.endpoint);
+    try {
+      let readDone = false;
+      const bigRead = unary<{ header: { revision: string }; kvs: { key: Buffer; value: Buffer; mod_revision: string }[]; count: string; more: boolean }>(
+        c.kv,
+        "Range",
+        { key: Buffer.from("fz-range/"), range_end: Buffer.from("fz-range0"), min_mod_revision: 1, limit: 1 },
+        { deadlineMs: 120_000 },
+      ).finally(() => {
+        readDone = true;
+      });
+      /** Writes answered before the read's response: revision, and whether it rewrote the first key. */
+      const writes: { rev: number; first: boolean; value: string; beforeRead: boolean }[] = [];
+      for (let w = 0; !readDone; w++) {
+        // Rewrites of the first key and new keys inside the range: only those applied before the
+        // read's revision may show in it.
+        const first = w % 2 === 0;
+        const value = `during-${w}`;
+        const put = await unary<{ header: { revision: string } }>(other.kv, "Put", { key: first ? key(0) : Buffer.from(`fz-range/new-${w}`), value: Buffer.from(value) });
+        writes.push({ rev: Number(put.header.revision), first, value, beforeRead: !readDone });
+      }
+      const read = await bigRead;
+      const readRev = Number(read.header.revision);
+      const servedDuring = writes.filter((x) => x.beforeRead && x.rev > readRev).length;
+      console.log(`[fuzz] load_shapes: ${servedDuring} writes applied and answered while a read of ${keys} rows (at revision ${readRev}) was running`);
+      // etcd 3.4's read can end within one write's round trip (1 and 77 writes in two runs): the
+      // progress check is etcetera's, whose sliced read spans ~100 turns (14-16 writes measured).
+      expect(servedDuring, "writes served during the long read").toBeGreaterThanOrEqual(TARGET_ETCD ? 0 : 2);
+      const visible = writes.filter((x) => x.rev <= readRev);
+      const firstValue = visible.filter((x) => x.first).at(-1)?.value ?? "v0";
+      expect([Number(read.count), read.more, read.kvs.length]).toEqual([keys + visible.filter((x) => !x.first).length, true, 1]);
+      expect([read.kvs[0]!.key.toString(), read.kvs[0]!.value.toString()]).toEqual([key(0).toString(), firstValue]);
+      expect(Number(read.kvs[0]!.mod_revision)).toBeLessThanOrEqual(readRev);
+    } finally {
+      other.close();
+    }
 
     // Repeated full ranges: a server that kept any part of a ~4 MB response would grow by it each time.
     const before = await sampleAfterGc(cluster.members[0]!);

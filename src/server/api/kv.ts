@@ -26,8 +26,9 @@ export function kvService(s: EtcdServer, quota: Quota) {
         requireLeaderIfAsked(s, ctx);
         if (!req.key || req.key.length === 0) throw Errors.emptyKey();
         if (!req.serializable) await s.linearizableReadNotify();
-        const r = s.kv.range(req);
-        return { header: header(s), kvs: r.kvs, more: r.more, count: r.count };
+        // Sliced over event-loop turns at one revision: a huge range does not stall other clients.
+        const r = await s.kv.rangeAsync(req);
+        return { header: header(s, r.revision), kvs: r.kvs, more: r.more, count: r.count };
       }),
 
     Put: (req: PutRequest, ctx: CallContext) =>
