@@ -321,7 +321,8 @@ function compareKV(c: Compare, kv: KeyValue): boolean {
       result = compareInt(kv.lease, numOf(c.lease));
       break;
     default:
-      return true;
+      // etcd compareKV: an undefined target leaves the result at 0, which the operator then judges.
+      result = 0;
   }
   switch (numOf(c.result) as CompareResult) {
     case CompareResult.EQUAL:

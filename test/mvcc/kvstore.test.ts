@@ -126,6 +126,16 @@ describe('kv store', () => {
     expect(st.currentRevision()).toBe(1);
   });
 
+  it('a compare with an undefined target compares 0 with 0 under its operator, as etcd 3.4 (checked with etcd 3.4.23)', () => {
+    const st = fresh();
+    st.put({ key: b('a'), value: b('1') });
+    const outcomes = [0, 1, 2, 3, 7].flatMap((result) =>
+      ['a', 'nokey'].map((key) => st.txn({ compare: [{ key: b(key), target: 2147483647, result, version: 5 }], success: [], failure: [] }).succeeded),
+    );
+    // EQUAL holds, GREATER / LESS / NOT_EQUAL fail, an undefined operator holds; present or absent key alike.
+    expect(outcomes).toEqual([true, true, false, false, false, false, false, false, true, true]);
+  });
+
   it('nested txn compares see the state before the txn', () => {
     const st = fresh();
     st.put({ key: b('a'), value: b('1') });
