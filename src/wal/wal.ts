@@ -120,6 +120,9 @@ function sameMetadata(a: WalMetadata, b: WalMetadata): boolean {
   return a.memberId === b.memberId && a.clusterId === b.clusterId;
 }
 
+/** Unsynced writes up to this size are made synchronously (see writeBatch). */
+const SMALL_UNSYNCED_WRITE_BYTES = 4096;
+
 export class WAL {
   private readonly logger: WalLogger;
   private readonly fsyncHistogram: Histogram | undefined;
@@ -473,6 +476,11 @@ export class WAL {
       const t0 = performance.now();
       await writeFully(await this.dsyncTail(), buf, this.tailOffset);
       this.observeSync(performance.now() - t0);
+    } else if (buf.length <= SMALL_UNSYNCED_WRITE_BYTES) {
+      // A record that need not be durable (a commit-index-only hard state, once per commit) goes
+      // to the page cache in a few microseconds: written in place, it spares the commit path a
+      // thread-pool round trip and an event-loop wake-up. Durable writes stay off the loop.
+      writeFullySync(this.tail.fd, buf, this.tailOffset);
     } else {
       await writeFully(this.tail, buf, this.tailOffset);
     }
@@ -612,6 +620,14 @@ async function scanSegmentFile(file: string, chain: number | undefined): Promise
 async function writeFully(fh: fs.promises.FileHandle, buf: Buffer, position: number): Promise<void> {
   for (let done = 0; done < buf.length; ) {
     const { bytesWritten } = await fh.write(buf, done, buf.length - done, position + done);
+    assert(bytesWritten > 0, "write made no progress");
+    done += bytesWritten;
+  }
+}
+
+function writeFullySync(fd: number, buf: Buffer, position: number): void {
+  for (let done = 0; done < buf.length; ) {
+    const bytesWritten = fs.writeSync(fd, buf, done, buf.length - done, position + done);
     assert(bytesWritten > 0, "write made no progress");
     done += bytesWritten;
   }

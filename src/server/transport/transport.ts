@@ -110,7 +110,7 @@ export class Transport {
     });
   }
 
-  /** Queues messages for their peers; they are written at the end of this event-loop turn. */
+  /** Queues messages for their peers; they are written once the current callback is done. */
   send(msgs: readonly Message[]): void {
     if (this.stopped) return;
     for (const m of msgs) {
@@ -282,10 +282,15 @@ export class Transport {
     this.options.onPeerActive?.(id, active);
   }
 
+  /**
+   * Flushes once the current callback is done: every message raft produced in it (one Ready)
+   * goes out in one write per peer. A microtask, not setImmediate: a Ready handled in the loop's
+   * check phase would otherwise wait a whole loop iteration to leave, on the commit path.
+   */
   private scheduleFlush(): void {
     if (this.flushScheduled) return;
     this.flushScheduled = true;
-    setImmediate(() => {
+    queueMicrotask(() => {
       this.flushScheduled = false;
       if (this.stopped) return;
       for (const peer of this.peers.values()) if (peer.hasQueued()) peer.flush();
