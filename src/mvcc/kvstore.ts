@@ -478,9 +478,9 @@ export class KvStore implements StoreCore {
   /**
    * Range at the current state without holding the event loop: a large range is read in slices
    * with a yield between them, all at the revision current when it starts (see kvstore_range.ts).
-   * `revision` is that revision, for the response header.
+   * `revision` is that revision, for the response header. Stops (rejects) once `signal` aborts.
    */
-  async rangeAsync(req: RangeRequest): Promise<RangeReadResult> {
+  async rangeAsync(req: RangeRequest, signal?: AbortSignal): Promise<RangeReadResult> {
     const opts = { ...DEFAULT_RANGE_READ, ...this.opts.rangeRead };
     // A snapshot install mid-read restarts it on the new state; installs are rare, so a few tries suffice.
     for (let attempt = 0; attempt < RANGE_READ_ATTEMPTS_MAX; attempt++) {
@@ -497,7 +497,7 @@ export class KvStore implements StoreCore {
           return epoch === this.epoch;
         },
       };
-      const result = await readRange(target, req, opts);
+      const result = await readRange(target, req, opts, signal);
       if (result !== null) return result;
     }
     throw new Error(`range read restarted ${RANGE_READ_ATTEMPTS_MAX} times by snapshot installs`);

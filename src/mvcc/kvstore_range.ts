@@ -52,9 +52,10 @@ function nextTurn(): Promise<void> {
 /**
  * etcd's Range (rangeKeys plus the applier's filters, sort and limit) at one revision, sliced
  * over turns. A range done within the first slice answers without yielding. Resolves to null if
- * the store's state was replaced mid-read (the caller restarts it).
+ * the store's state was replaced mid-read (the caller restarts it); rejects with the signal's
+ * reason once `signal` aborts.
  */
-export async function readRange(t: RangeReadTarget, req: RangeRequest, opts: RangeReadOptions): Promise<RangeReadResult | null> {
+export async function readRange(t: RangeReadTarget, req: RangeRequest, opts: RangeReadOptions, signal?: AbortSignal): Promise<RangeReadResult | null> {
   invariant(opts.keysPerTurn > 0 && opts.rowsPerTurn > 0, 'range read slices must be positive');
   const plan = rangePlan(req);
   const curRev = t.currentRev;
@@ -81,6 +82,8 @@ export async function readRange(t: RangeReadTarget, req: RangeRequest, opts: Ran
       }
       if (after === null) break;
       await nextTurn();
+      // The client went away: stop reading for nobody.
+      signal?.throwIfAborted();
       if (!t.stillValid()) return null;
     }
   } finally {

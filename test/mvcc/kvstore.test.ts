@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ErrCompacted, ErrDuplicateKey, ErrFutureRev, ErrLeaseNotFound, GrpcCode } from '../../src/mvcc/errors.js';
 import type { KvStore } from '../../src/mvcc/kvstore.js';
 import type { LeaseHooks } from '../../src/mvcc/lease_hooks.js';
-import { type Event, EventType } from '../../src/mvcc/types.js';
+import { type CompareTarget, type Event, EventType } from '../../src/mvcc/types.js';
 import { packRev } from '../../src/mvcc/revision.js';
 import { checkTxnRequest } from '../../src/mvcc/txn_check.js';
 import { b, openStore, s, tmpDir } from './helpers.js';
@@ -130,7 +130,7 @@ describe('kv store', () => {
     const st = fresh();
     st.put({ key: b('a'), value: b('1') });
     const outcomes = [0, 1, 2, 3, 7].flatMap((result) =>
-      ['a', 'nokey'].map((key) => st.txn({ compare: [{ key: b(key), target: 2147483647, result, version: 5 }], success: [], failure: [] }).succeeded),
+      ['a', 'nokey'].map((key) => st.txn({ compare: [{ key: b(key), target: 2147483647 as CompareTarget, result, version: 5 }], success: [], failure: [] }).succeeded),
     );
     // EQUAL holds, GREATER / LESS / NOT_EQUAL fail, an undefined operator holds; present or absent key alike.
     expect(outcomes).toEqual([true, true, false, false, false, false, false, false, true, true]);

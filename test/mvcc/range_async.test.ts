@@ -125,6 +125,18 @@ describe('rangeAsync', () => {
     expect(order).toEqual(['compaction', 'read']);
   });
 
+  it('stops reading once its signal aborts (the client went away) and releases its pin', async () => {
+    const kv = fresh({ rangeRead: { keysPerTurn: 5, rowsPerTurn: 5 } });
+    for (let v = 0; v < 2; v++) for (let i = 0; i < 100; i++) kv.put({ key: b(key(i)), value: b(`v${v}`) });
+    const abort = new AbortController();
+    const read = kv.rangeAsync({ key: b('k'), rangeEnd: b('l') }, abort.signal);
+    abort.abort(new Error('client canceled'));
+    await expect(read).rejects.toThrow('client canceled');
+    // A compaction above the aborted read's revision is not held back by it any more.
+    kv.put({ key: b('k000'), value: b('after') });
+    await kv.compact(kv.currentRevision());
+  });
+
   it('a store closed mid-read rejects the read', async () => {
     const kv = fresh({ rangeRead: { keysPerTurn: 5, rowsPerTurn: 5 } });
     for (let i = 0; i < 100; i++) kv.put({ key: b(key(i)), value: b('v') });

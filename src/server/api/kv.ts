@@ -27,7 +27,7 @@ export function kvService(s: EtcdServer, quota: Quota) {
         if (!req.key || req.key.length === 0) throw Errors.emptyKey();
         if (!req.serializable) await s.linearizableReadNotify();
         // Sliced over event-loop turns at one revision: a huge range does not stall other clients.
-        const r = await s.kv.rangeAsync(req);
+        const r = await s.kv.rangeAsync(req, ctx.signal);
         return { header: header(s, r.revision), kvs: r.kvs, more: r.more, count: r.count };
       }),
 
