@@ -4,7 +4,7 @@
  *
  *   npx tsx bench/compare/main.ts [--rounds=3] [--quick] [--only=etcd|etcetera] [--rows=id,id]
  *                                 [--workers=N] [--out=bench/results] [--no-install] [--run-timeout=SEC]
- *                                 [--warmup=N]  (requests before each measured run; default a tenth of the row)
+ *                                 [--warmup=N]  (requests before each measured run; default 2,000)
  *
  * Every (round, target, row) runs on a fresh cluster, so rows do not inherit each other's data
  * and peak RSS (VmHWM) belongs to that row. Round r runs etcd first when r is odd, etcetera
@@ -113,13 +113,15 @@ async function seedRangeKey(endpoints: string[]): Promise<void> {
  * Requests of a row's own command sent before it is measured, on both targets alike. A fresh
  * Node.js process runs its first thousands of requests in the interpreter and baseline
  * compiler before the optimizing compiler has seen them; a Go binary has no such phase. Without a
- * warm-up a 1,000-request row measures mostly that phase. Default: a tenth of the row, at least
- * 500, at most 2,000, so that the full matrix still fits its 15 minutes (put rows overwrite keys
- * of their own key space, so the key count is kept).
+ * warm-up a 1,000-request row measures mostly that phase (measured: a linearizable range at one
+ * client ran at 0.7× its warm speed over the first 4,000 requests). Default: 2,000 requests, which
+ * keeps the full matrix within its 15 minutes (put rows overwrite keys of their own key space, so
+ * the key count is kept).
  */
-function warmupRequests(row: MatrixRow, opts: CompareOptions): number {
-  if (opts.warmup !== undefined) return Math.max(0, Math.floor(opts.warmup));
-  return Math.min(2_000, Math.max(500, Math.floor(row.total / 10)));
+const DEFAULT_WARMUP_REQUESTS = 2_000;
+
+function warmupRequests(opts: CompareOptions): number {
+  return opts.warmup !== undefined ? Math.max(0, Math.floor(opts.warmup)) : DEFAULT_WARMUP_REQUESTS;
 }
 
 function withTotal(args: string[], total: number): string[] {
@@ -146,7 +148,7 @@ async function runOne(target: Target, row: MatrixRow, round: number, opts: Compa
     });
     if (row.seedRangeKey) await seedRangeKey(cluster.endpoints);
     const childOpts = { ...(opts.workers !== undefined ? { workers: opts.workers } : {}), timeoutMs: opts.runTimeoutMs };
-    const warm = warmupRequests(row, opts);
+    const warm = warmupRequests(opts);
     if (warm > 0) await runBenchmarkChild(cluster.endpoints, withTotal(row.args, warm), childOpts);
     const result = await runBenchmarkChild(cluster.endpoints, row.args, childOpts);
     const s = result.series[0];
@@ -229,7 +231,7 @@ async function main(): Promise<void> {
   const summary = summarizeRows(rows, runs);
   const stamp = startedAt.toISOString().replace(/[:]/g, "-").replace(/\.\d+Z$/, "Z");
   mkdirSync(opts.outDir, { recursive: true });
-  const warmNote = opts.warmup === 0 ? "no warm-up" : opts.warmup !== undefined ? `${opts.warmup}-request warm-up per run` : "warm-up of a tenth of each row per run";
+  const warmNote = opts.warmup === 0 ? "no warm-up" : opts.warmup !== undefined ? `${opts.warmup}-request warm-up per run` : `${DEFAULT_WARMUP_REQUESTS}-request warm-up per run`;
   const subtitle = `${opts.quick ? "quick totals" : "full totals"}, median of ${opts.rounds} round(s), ${warmNote}, ${info.cpus} CPUs, ${String(info.etcd)}, node ${process.version}, ${startedAt.toISOString()}`;
   const md =
     `### etcetera vs etcd (${startedAt.toISOString().slice(0, 10)}, ${subtitle})\n\n` +
