@@ -16,7 +16,7 @@ export type { LeaseHooks } from './lease_hooks.js';
 export { NO_LEASES } from './lease_hooks.js';
 export { KvStore } from './kvstore.js';
 export type { ApplyResult, ChangeObserver, HashKvResult, KvStoreOptions, SnapshotInfo } from './kvstore.js';
-export type { RangeReadOptions, RangeReadResult } from './kvstore_range.js';
+export type { RangeReadOptions, RangeReadResult, TxnReadResult } from './kvstore_range.js';
 export { checkKvOp, checkPutRequest, checkTxnRequest, DEFAULT_MAX_TXN_OPS, ErrTooManyOps } from './txn_check.js';
 export { WatchableStore } from './watchable_store.js';
 export type { WatchableStoreOptions } from './watchable_store.js';

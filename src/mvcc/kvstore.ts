@@ -20,8 +20,16 @@ import {
   META_SCHEDULED_COMPACT,
   runCompaction,
 } from './kvstore_compaction.js';
-import { DEFAULT_RANGE_READ, type RangeReadOptions, type RangeReadResult, readRange } from './kvstore_range.js';
-import { applyDeleteRange, applyPut, applyRange, applyTxn, KvTxn, rowToKv, type StoreCore } from './kvstore_txn.js';
+import {
+  DEFAULT_RANGE_READ,
+  type RangeReadOptions,
+  type RangeReadResult,
+  type RangeReadTarget,
+  readRange,
+  readTxn,
+  type TxnReadResult,
+} from './kvstore_range.js';
+import { applyDeleteRange, applyPut, applyRange, applyTxn, KvTxn, readOnlyTxnPath, rowToKv, type StoreCore } from './kvstore_txn.js';
 import { type LeaseHooks, NO_LEASES } from './lease_hooks.js';
 import { lastOfMain, revMain } from './revision.js';
 import { keyFromString, keyToString, TreeIndex } from './tree_index.js';
@@ -482,11 +490,26 @@ export class KvStore implements StoreCore {
    */
   async rangeAsync(req: RangeRequest, signal?: AbortSignal): Promise<RangeReadResult> {
     const opts = { ...DEFAULT_RANGE_READ, ...this.opts.rangeRead };
-    // A snapshot install mid-read restarts it on the new state; installs are rare, so a few tries suffice.
+    return this.readRestarting((target) => readRange(target, req, opts, signal));
+  }
+
+  /**
+   * A read-only txn (etcd serves those without a proposal) read like rangeAsync: compares and
+   * checks at the revision current when it starts, then every range of the taken branches in
+   * slices, all at that revision (or their own older one).
+   */
+  async txnReadOnlyAsync(req: TxnRequest, signal?: AbortSignal): Promise<TxnReadResult> {
+    const opts = { ...DEFAULT_RANGE_READ, ...this.opts.rangeRead };
+    return this.readRestarting((target) => readTxn(target, req, readOnlyTxnPath(new KvTxn(this), req), opts, signal));
+  }
+
+  /** Runs a sliced read on the current state; a snapshot install mid-read (null) restarts it. */
+  private async readRestarting<T>(read: (target: RangeReadTarget) => Promise<T | null>): Promise<T> {
+    // Installs are rare: a few tries suffice.
     for (let attempt = 0; attempt < RANGE_READ_ATTEMPTS_MAX; attempt++) {
       this.assertOpen();
       const epoch = this.epoch;
-      const target = {
+      const target: RangeReadTarget = {
         index: this.index,
         backend: this.backend,
         currentRev: this.currentRev,
@@ -497,10 +520,10 @@ export class KvStore implements StoreCore {
           return epoch === this.epoch;
         },
       };
-      const result = await readRange(target, req, opts, signal);
+      const result = await read(target);
       if (result !== null) return result;
     }
-    throw new Error(`range read restarted ${RANGE_READ_ATTEMPTS_MAX} times by snapshot installs`);
+    throw new Error(`read restarted ${RANGE_READ_ATTEMPTS_MAX} times by snapshot installs`);
   }
 
   private pinRead(rev: number): () => void {

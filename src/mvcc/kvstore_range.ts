@@ -16,9 +16,9 @@
 
 import type { Backend } from './backend.js';
 import { ErrCompacted, ErrFutureRev, invariant } from './errors.js';
-import { finishRange, rangePlan, rowToKv } from './kvstore_txn.js';
+import { finishRange, rangePlan, rowToKv, visitPath } from './kvstore_txn.js';
 import type { TreeIndex } from './tree_index.js';
-import type { KeyValue, RangeRequest, RangeResponse } from './types.js';
+import { type KeyValue, numOf, type RangeRequest, type RangeResponse, type ResponseOp, type TxnRequest, type TxnResponse } from './types.js';
 
 export interface RangeReadOptions {
   /** Index keys looked at per turn (counting is cheap). */
@@ -90,4 +90,57 @@ export async function readRange(t: RangeReadTarget, req: RangeRequest, opts: Ran
     release();
   }
   return { ...finishRange(plan, { kvs, count }), revision: curRev };
+}
+
+export interface TxnReadResult extends TxnResponse {
+  /** The store's revision when the txn started: the response header's. */
+  revision: number;
+}
+
+/**
+ * A read-only txn's taken branches (`path`, decided at the target's revision) read with
+ * readRange, every range at the txn's revision or its own older one. The oldest revision any of
+ * them reads is pinned for the whole txn, so a compaction scheduled while an earlier range is
+ * read cannot remove what a later one needs. Null if the state was replaced mid-read.
+ */
+export async function readTxn(
+  t: RangeReadTarget,
+  rt: TxnRequest,
+  path: boolean[],
+  opts: RangeReadOptions,
+  signal?: AbortSignal,
+): Promise<TxnReadResult | null> {
+  let oldest = t.currentRev;
+  visitPath(rt, path, { i: 0 }, (op) => {
+    const rev = numOf(op.requestRange?.revision);
+    if (rev > 0 && rev < oldest) oldest = rev;
+  });
+  const release = t.pinRead(oldest);
+  try {
+    const at = { i: 0 };
+    const run = async (txn: TxnRequest): Promise<TxnResponse | null> => {
+      const succeeded = path[at.i++];
+      invariant(succeeded !== undefined, 'txn path shorter than the txn');
+      const responses: ResponseOp[] = [];
+      for (const op of (succeeded ? txn.success : txn.failure) ?? []) {
+        invariant(!op.requestPut && !op.requestDeleteRange, 'readTxn of a txn that writes');
+        if (op.requestRange) {
+          const r = await readRange(t, op.requestRange, opts, signal);
+          if (r === null) return null;
+          responses.push({ responseRange: { kvs: r.kvs, more: r.more, count: r.count } });
+        } else if (op.requestTxn) {
+          const inner = await run(op.requestTxn);
+          if (inner === null) return null;
+          responses.push({ responseTxn: inner });
+        } else {
+          responses.push({});
+        }
+      }
+      return { succeeded, responses };
+    };
+    const response = await run(rt);
+    return response === null ? null : { ...response, revision: t.currentRev };
+  } finally {
+    release();
+  }
 }

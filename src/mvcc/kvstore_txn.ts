@@ -11,7 +11,7 @@
 
 import type { Backend, KvRow } from './backend.js';
 import { ErrCompacted, ErrFutureRev, ErrKeyNotFound, ErrLeaseNotFound, invariant } from './errors.js';
-import type { LeaseHooks } from './lease_hooks.js';
+import { type LeaseHooks, NO_LEASES } from './lease_hooks.js';
 import { packRev, revMain, SUB_MAX } from './revision.js';
 import { type KeyRange, keyFromString, keyToString, type TreeIndex } from './tree_index.js';
 import {
@@ -365,7 +365,7 @@ function compareToPath(txn: KvTxn, rt: TxnRequest): boolean[] {
   return path;
 }
 
-function visitPath(rt: TxnRequest, path: boolean[], at: { i: number }, visit: (op: RequestOp) => void): void {
+export function visitPath(rt: TxnRequest, path: boolean[], at: { i: number }, visit: (op: RequestOp) => void): void {
   const ok = path[at.i++];
   invariant(ok !== undefined, 'txn path shorter than the txn');
   for (const op of (ok ? rt.success : rt.failure) ?? []) {
@@ -415,6 +415,17 @@ function runTxn(txn: KvTxn, rt: TxnRequest, path: boolean[], at: { i: number }):
     else responses.push({});
   }
   return { succeeded, responses };
+}
+
+/**
+ * The taken path of a read-only txn (etcd compareToPath), its range revisions checked (etcd
+ * checkRequestRange): what reading it needs, decided against the state at `txn`'s revision.
+ */
+export function readOnlyTxnPath(txn: KvTxn, rt: TxnRequest): boolean[] {
+  invariant(isTxnReadOnly(rt), 'readOnlyTxnPath of a txn that writes');
+  const path = compareToPath(txn, rt);
+  checkPath(txn, rt, path, NO_LEASES, false); // no puts: the lease hooks are never asked
+  return path;
 }
 
 /**

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrClosed, ErrCompacted, ErrFutureRev } from '../../src/mvcc/errors.js';
 import type { KvStore, KvStoreOptions } from '../../src/mvcc/kvstore.js';
-import { type RangeRequest, SortOrder, SortTarget } from '../../src/mvcc/types.js';
+import { type RangeRequest, type RequestOp, SortOrder, SortTarget, type TxnRequest, type TxnResponse } from '../../src/mvcc/types.js';
 import { b, macrotask, openStore, plainKv, seedFor, tmpDir } from './helpers.js';
 
 const cleanup: (() => void)[] = [];
@@ -37,6 +37,16 @@ const key = (i: number): string => `k${String(i).padStart(3, '0')}`;
 
 function plain(r: { kvs: Parameters<typeof plainKv>[0][]; more: boolean; count: number }) {
   return { kvs: r.kvs.map(plainKv), more: r.more, count: r.count };
+}
+
+/** A txn response with plain kvs (comparable with toEqual). */
+function plainTxn(r: TxnResponse): unknown {
+  return {
+    succeeded: r.succeeded,
+    responses: r.responses.map((op) =>
+      op.responseRange ? { range: plain(op.responseRange) } : op.responseTxn ? { txn: plainTxn(op.responseTxn) } : {},
+    ),
+  };
 }
 
 describe('rangeAsync', () => {
@@ -143,5 +153,59 @@ describe('rangeAsync', () => {
     const read = kv.rangeAsync({ key: b('k'), rangeEnd: b('l') });
     kv.close();
     await expect(read).rejects.toBeInstanceOf(ErrClosed);
+  });
+});
+
+describe('txnReadOnlyAsync', () => {
+  it('answers read-only txns (compares, nested txns, older revisions) exactly as txn does', async () => {
+    const seed = seedFor('range_async.txn');
+    const rand = rng(seed);
+    const kv = fresh({ rangeRead: { keysPerTurn: 4, rowsPerTurn: 3 } });
+    for (let i = 0; i < 200; i++) kv.put({ key: b(key(Math.floor(rand() * 40))), value: b(`v${i}`) });
+    const cur = kv.currentRevision();
+    const range = (): RequestOp => {
+      const lo = Math.floor(rand() * 40);
+      const r: RangeRequest = { key: b(key(lo)), rangeEnd: b(key(lo + 1 + Math.floor(rand() * 20))) };
+      if (rand() < 0.3) r.revision = 1 + Math.floor(rand() * cur);
+      if (rand() < 0.3) r.limit = 1 + Math.floor(rand() * 5);
+      return { requestRange: r };
+    };
+    const txn = (depth: number): TxnRequest => {
+      const branch = (): RequestOp[] =>
+        Array.from({ length: Math.floor(rand() * 3) }, () => (depth < 2 && rand() < 0.3 ? { requestTxn: txn(depth + 1) } : range()));
+      return {
+        compare: rand() < 0.7 ? [{ key: b(key(Math.floor(rand() * 40))), target: 0, result: Math.floor(rand() * 4), version: Math.floor(rand() * 4) }] : [],
+        success: branch(),
+        failure: branch(),
+      };
+    };
+    for (let n = 0; n < 80; n++) {
+      const req = txn(0);
+      const got = await kv.txnReadOnlyAsync(req);
+      expect(plainTxn(got), JSON.stringify({ seed, n })).toEqual(plainTxn(kv.txn(req)));
+      expect(got.revision).toBe(cur);
+    }
+    await expect(kv.txnReadOnlyAsync({ success: [{ requestRange: { key: b('k'), rangeEnd: b('l'), revision: cur + 1 } }] })).rejects.toBeInstanceOf(ErrFutureRev);
+  });
+
+  it('a compaction scheduled while its first range is read does not remove what a later range needs', async () => {
+    const kv = fresh({ rangeRead: { keysPerTurn: 10, rowsPerTurn: 10 }, compactionBatchKeys: 10_000 });
+    for (let v = 0; v < 3; v++) for (let i = 0; i < 100; i++) kv.put({ key: b(key(i)), value: b(`v${v}.${i}`) });
+    const old = kv.currentRevision() - 150; // in the middle of the second round of writes
+    const req: TxnRequest = {
+      success: [{ requestRange: { key: b('k'), rangeEnd: b('l') } }, { requestRange: { key: b('k'), rangeEnd: b('l'), revision: old } }],
+    };
+    const expected = plainTxn(kv.txn(req));
+    const order: string[] = [];
+    const read = kv.txnReadOnlyAsync(req).then((r) => {
+      order.push('read');
+      return r;
+    });
+    await macrotask();
+    // At the txn's own revision: nothing the first range reads, but the second's history.
+    const compaction = kv.compact(kv.currentRevision()).then(() => void order.push('compaction'));
+    expect(plainTxn(await read)).toEqual(expected);
+    await compaction;
+    expect(order).toEqual(['read', 'compaction']);
   });
 });

@@ -55,8 +55,9 @@ export function kvService(s: EtcdServer, quota: Quota) {
         if (isTxnReadOnly(req)) {
           // etcd serves read-only txns without a proposal: one ReadIndex round, then locally.
           if (!isTxnSerializable(req)) await s.linearizableReadNotify();
-          const r = s.kv.txn(req);
-          return { header: header(s), ...r };
+          // Sliced like Range: large ranges inside the txn do not stall other clients.
+          const r = await s.kv.txnReadOnlyAsync(req, ctx.signal);
+          return { header: header(s, r.revision), succeeded: r.succeeded, responses: r.responses };
         }
         if (txnHasPut(req)) await quota.check(txnCost(req));
         const { response, revision } = await s.proposeAndApply<object>({ txn: req });
