@@ -10,6 +10,7 @@ import { mkdirSync, writeFileSync, openSync, fsyncSync, closeSync, readFileSync,
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Registry } from "prom-client";
+import { registerServerMetrics, type ServerCounters } from "./metrics.js";
 import { EXPIRY_POLL_INTERVAL_MS, Lessor } from "../lease/lessor.js";
 import { minLeaseTtlSec } from "../lease/ttl.js";
 import { KvStore } from "../mvcc/kvstore.js";
@@ -28,7 +29,7 @@ import {
 } from "../raft/types.js";
 import { Alarms } from "./alarms.js";
 import { Applier, type ApplyOutcome } from "./apply.js";
-import type { ServerConfig } from "./config.js";
+import { ETCD_API_VERSION, type ServerConfig } from "./config.js";
 import { Errors } from "./errors.js";
 import { IdGenerator } from "./id_gen.js";
 import { componentLogger, type Logger } from "./logger.js";
@@ -88,6 +89,7 @@ export class EtcdServer {
   private readonly ids: IdGenerator;
   private readonly wait = new Wait<ApplyOutcome>(MAX_PENDING_PROPOSALS);
   private readonly onFatal: (err: Error) => void;
+  private readonly counters: ServerCounters;
   readonly requestTimeoutMs: number;
 
   private leaderId: NodeId = NONE;
@@ -153,6 +155,20 @@ export class EtcdServer {
     this.kv.setLeaseHooks(this.lessor);
     this.membership = new Membership(this.kv.db, this.clusterId);
     this.alarms = new Alarms(this.kv.db);
+    this.counters = registerServerMetrics(
+      o.registry,
+      {
+        hasLeader: () => this.leaderId !== NONE,
+        isLeader: () => this.raftState === StateType.Leader,
+        isLearner: () => this.isLearner(),
+        committedIndex: () => this.committedIndex,
+        appliedIndex: () => this.appliedIndex,
+        pendingProposals: () => this.wait.size,
+        // Installing a received snapshot is one synchronous step: a scrape never lands inside it.
+        applyingSnapshot: () => false,
+      },
+      { memberIdHex: this.memberId.toString(16), version: ETCD_API_VERSION, quotaBackendBytes: o.config.quotaBackendBytes ?? 0 },
+    );
   }
 
   static async start(o: EtcdServerOptions): Promise<EtcdServer> {
@@ -330,7 +346,7 @@ export class EtcdServer {
     } catch (err) {
       if (!(err instanceof ProposalDroppedError)) throw err;
       const make = err.reason === "no leader" ? Errors.noLeader : Errors.leaderChanged;
-      for (const p of batch) this.wait.fail(p.id, make());
+      for (const p of batch) this.failProposal(p.id, make());
     }
   }
 
@@ -472,6 +488,7 @@ export class EtcdServer {
     this.leaderId = ss.lead;
     const isLeader = ss.raftState === StateType.Leader;
     if (leaderChanged) {
+      if (ss.lead !== NONE) this.counters.leaderChanges.inc();
       if (ss.lead === NONE) this.raftLogger.info({ term: this.raw.status().hardState.term }, "lost leader");
       else if (isLeader) this.raftLogger.info({ term: this.raw.status().hardState.term, memberId: formatId(this.memberId) }, "elected leader (this member)");
       else this.raftLogger.info({ term: this.raw.status().hardState.term, leader: formatId(ss.lead) }, "became follower of leader");
@@ -514,13 +531,17 @@ export class EtcdServer {
     // Every proposal has the same timeout, so deadlines queue in order: one sweep timer, not one each.
     this.deadlines.push({ id, atMs: performance.now() + this.requestTimeoutMs });
     if (signal === undefined) return done;
-    const onAbort = () => this.wait.fail(id, Errors.timeout());
+    const onAbort = () => this.failProposal(id, Errors.timeout());
     signal.addEventListener("abort", onAbort, { once: true });
     try {
       return await done;
     } finally {
       signal.removeEventListener("abort", onAbort);
     }
+  }
+
+  private failProposal(id: number, err: Error): void {
+    if (this.wait.fail(id, err)) this.counters.proposalsFailed.inc();
   }
 
   /** Fails the proposals whose request timeout passed (etcd's "request timed out"). */
@@ -530,7 +551,7 @@ export class EtcdServer {
     let i = this.deadlineHead;
     while (i < d.length && d[i]!.atMs <= now) {
       const { id } = d[i++]!;
-      if (this.wait.has(id)) this.wait.fail(id, this.leaderId === NONE ? Errors.timeoutDueToLeaderFail() : Errors.timeout());
+      if (this.wait.has(id)) this.failProposal(id, this.leaderId === NONE ? Errors.timeoutDueToLeaderFail() : Errors.timeout());
     }
     this.deadlineHead = i;
     if (i > 1024 && i * 2 > d.length) {
@@ -609,6 +630,7 @@ export class EtcdServer {
       this.startReadRound();
     }
     const ws = round.waiters.splice(0);
+    if (err) this.counters.readIndexesFailed.inc();
     for (const w of ws) {
       if (err) w.reject(err);
       else w.resolve();

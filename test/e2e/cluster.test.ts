@@ -91,6 +91,34 @@ describe("three-member cluster", () => {
     expect(r.map((s) => s.endpoint).sort()).toEqual(cluster.members.map((m) => m.clientUrl).sort());
   });
 
+  it("/metrics carries etcd's server gauges: one leader, applied proposals move with writes", async () => {
+    const leader = await agreedLeader();
+    const scrape = async (m: Member): Promise<Map<string, number>> => {
+      const text = await (await fetch(`${m.clientUrl}/metrics`)).text();
+      const out = new Map<string, number>();
+      for (const line of text.split("\n")) {
+        const hit = /^(etcd_server_[a-z_]+(?:\{[^}]*\})?) (\S+)$/.exec(line);
+        if (hit) out.set(hit[1]!, Number(hit[2]));
+      }
+      return out;
+    };
+    const before = await Promise.all(cluster.members.map(scrape));
+    for (const [i, m] of before.entries()) {
+      const member = cluster.members[i]!;
+      expect(m.get("etcd_server_has_leader"), member.spec.name).toBe(1);
+      expect(m.get("etcd_server_is_leader"), member.spec.name).toBe(member === leader ? 1 : 0);
+      expect(m.get("etcd_server_is_learner")).toBe(0);
+      expect(m.get("etcd_server_leader_changes_seen_total")).toBeGreaterThanOrEqual(1);
+      expect(m.get("etcd_server_proposals_committed_total")).toBeGreaterThanOrEqual(m.get("etcd_server_proposals_applied_total")!);
+      const id = (await statuses([member]))[0]!.id;
+      expect(m.get(`etcd_server_id{server_id="${id}"}`), `etcd_server_id of ${member.spec.name}`).toBe(1);
+      expect([...m.keys()].some((k) => k.startsWith("etcd_server_version{server_version="))).toBe(true);
+    }
+    for (let i = 0; i < 5; i++) await ok(leader.endpoint, "put", `metrics/${i}`, "v");
+    const after = await scrape(leader);
+    expect(after.get("etcd_server_proposals_applied_total")).toBeGreaterThanOrEqual(before[cluster.members.indexOf(leader)]!.get("etcd_server_proposals_applied_total")! + 5);
+  });
+
   it("a write on any member is read linearizably on every other", async () => {
     for (const [i, m] of cluster.members.entries()) {
       await ok(m.endpoint, "put", `lin/${i}`, `v${i}`);
