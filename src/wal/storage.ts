@@ -186,7 +186,7 @@ export class WalStorage implements Storage {
       this.tail.length = start - this.tailStart;
     }
     for (const e of ents) {
-      this.tail.push(e);
+      this.tail.push(ownData(e));
       this.tailBytes += e.data.byteLength;
     }
     this.last = lastNew;
@@ -256,4 +256,17 @@ export class WalStorage implements Storage {
     this.tail = this.tail.slice(drop);
     this.tailStart += drop;
   }
+}
+
+/**
+ * An entry whose data is a view into a much larger buffer (a follower's entries are views into
+ * the peer frame they arrived in) gets a copy of its own before it stays in the tail: otherwise
+ * the tail's byte bound would count 300 bytes while each entry kept a frame alive.
+ */
+function ownData(e: Entry): Entry {
+  const d = e.data;
+  if (d.buffer.byteLength <= 2 * d.byteLength + 1024) return e;
+  const own = new Uint8Array(d.byteLength);
+  own.set(d);
+  return { ...e, data: own };
 }

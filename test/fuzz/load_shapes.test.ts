@@ -18,13 +18,11 @@ import { Cluster, ROOT, TARGET_ETCD } from "../e2e/harness.js";
 import { fuzzRun, scaled, timeoutMs } from "./fuzz_config.js";
 import { gcControlArgs, sampleAfterGc, startWithGcControl } from "./gc_control.js";
 import { runBounded } from "./pool.js";
-import { checkLeak, leakReport } from "./rss.js";
+import { checkLeak } from "./rss.js";
 import { metricGauge } from "./server_memory.js";
 import { assertServing, type FuzzTarget, memberTarget } from "./target.js";
 
 const run = fuzzRun("load_shapes");
-/** FUZZ_INCLUDE_KNOWN_BUGS=1 enforces the checks that a known, reported bug still fails. */
-const INCLUDE_KNOWN_BUGS = process.env.FUZZ_INCLUDE_KNOWN_BUGS === "1";
 let cluster: Cluster;
 let target: FuzzTarget;
 let c: ReturnType<typeof clients>;
@@ -296,16 +294,13 @@ describe("load_shapes: huge ranges, abandoned watchers, lease storms", () => {
      * Teeth: a lessor that kept 1,000 B per expired lease (its id, expiry and key set are more)
      * would add 9.8 MiB over 10,000 leases, 2.4× the bound. History is compacted before each
      * sample (the deleted keys' revisions are legitimate memory until then).
-     * KNOWN BUG (located, fix outside this suite's rooms): the leader's raft entries are views into
-     * the encoder's buffer, sized by the codec's learned hint (up to 64 KiB; 8 KiB after this
-     * file's 128-put txns), and WalStorage keeps the last 10,000 entries in memory, so each pins a
-     * whole buffer: +8.6 MiB here, and +300 MiB for 5,000 small puts after one 60 KB put (next
-     * test). Enforced with FUZZ_INCLUDE_KNOWN_BUGS=1 until entry data is copied to its own size
-     * (src/server/raft_request.ts encodeRaftRequest or src/wal/storage.ts append).
+     * Found here and fixed: the leader's raft entries were views into the encoder's buffer, sized
+     * by the codec's learned hint (up to 64 KiB), and WalStorage keeps the last 10,000 entries in
+     * memory, so each pinned a whole buffer (+8.6 MiB here, +116 MiB in the next test). Entries
+     * are now copied to their own size (encodeRaftRequest, WalStorage.append).
      */
     const budget = { what: "load_shapes live set after GC (expired lease storm, compacted)", boundKiB: 4 * 1024, leakBytesPerRequest: 1000 };
-    if (INCLUDE_KNOWN_BUGS) checkLeak(budget, baseline.liveKiB, after.liveKiB, leases);
-    else leakReport(budget, baseline.liveKiB, after.liveKiB, leases);
+    checkLeak(budget, baseline.liveKiB, after.liveKiB, leases);
     await assertServing(target, "load_shapes-lease-storm");
   }, timeoutMs(run, 240_000));
 
@@ -331,8 +326,7 @@ describe("load_shapes: huge ranges, abandoned watchers, lease storms", () => {
      * this test's 60 KB put, 125 MiB.
      */
     const budget = { what: "load_shapes live set after GC (small writes after a large one)", boundKiB: 4 * 1024, leakBytesPerRequest: 8 * 1024 };
-    if (INCLUDE_KNOWN_BUGS) checkLeak(budget, before.liveKiB, after.liveKiB, writes);
-    else leakReport(budget, before.liveKiB, after.liveKiB, writes);
+    checkLeak(budget, before.liveKiB, after.liveKiB, writes);
     await assertServing(target, "load_shapes-large-then-small");
   }, timeoutMs(run, 120_000));
 });
