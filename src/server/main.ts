@@ -19,9 +19,9 @@ import { EtcdServer } from "./etcdserver.js";
 import { httpRoutes } from "./http_routes.js";
 import { LeaderClient } from "./leader_client.js";
 import { createLogger, type Logger } from "./logger.js";
-import { tuneHeap } from "./heap_tuning.js";
 import { formatId } from "./member.js";
 import { serverCodecs } from "./raft_request.js";
+import { tuneV8 } from "./v8_tuning.js";
 
 function hostPort(url: string): { host: string; port: number } {
   const u = new URL(url);
@@ -31,7 +31,7 @@ function hostPort(url: string): { host: string; port: number } {
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const heap = tuneHeap(process.env);
+  const heap = tuneV8(process.env);
   const resolved = resolveCommandLine(argv, process.env, {
     stdout: (t) => process.stdout.write(t),
     stderr: (t) => process.stderr.write(t),
