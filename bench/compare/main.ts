@@ -4,7 +4,7 @@
  *
  *   npx tsx bench/compare/main.ts [--rounds=3] [--quick] [--only=etcd|etcetera] [--rows=id,id]
  *                                 [--workers=N] [--out=bench/results] [--no-install] [--run-timeout=SEC]
- *                                 [--warmup=N]  (requests before each measured run; default 2,000)
+ *                                 [--warmup=N]  (requests before each measured run; default 6,000)
  *
  * Every (round, target, row) runs on a fresh cluster, so rows do not inherit each other's data
  * and peak RSS (VmHWM) belongs to that row. Round r runs etcd first when r is odd, etcetera
@@ -113,20 +113,28 @@ async function seedRangeKey(endpoints: string[]): Promise<void> {
  * Requests of a row's own command sent before it is measured, on both targets alike. A fresh
  * Node.js process runs its first thousands of requests in the interpreter and baseline
  * compiler before the optimizing compiler has seen them; a Go binary has no such phase. Without a
- * warm-up a 1,000-request row measures mostly that phase (measured: a linearizable range at one
- * client ran at 0.7× its warm speed over the first 4,000 requests). Default: 2,000 requests, which
- * keeps the full matrix within its 15 minutes (put rows overwrite keys of their own key space, so
- * the key count is kept).
+ * warm-up a 1,000-request row measures mostly that phase (measured: a serializable range at one
+ * client on a fresh cluster ran at 0.5-0.7× its steady speed over its first 6,000 requests).
+ * Default: 6,000 requests at 100 clients or more (see warmupArgs), a second or two per run, so the
+ * full matrix stays within its 15 minutes (put rows overwrite keys of their own key space, so the
+ * key count is kept).
  */
-const DEFAULT_WARMUP_REQUESTS = 2_000;
+const DEFAULT_WARMUP_REQUESTS = 6_000;
+const WARMUP_CLIENTS_MIN = 100;
+const WARMUP_CONNS_MIN = 10;
 
 function warmupRequests(opts: CompareOptions): number {
   return opts.warmup !== undefined ? Math.max(0, Math.floor(opts.warmup)) : DEFAULT_WARMUP_REQUESTS;
 }
 
-function withTotal(args: string[], total: number): string[] {
+/**
+ * The row's own command with `total` requests, sent by at least 100 clients over 10 connections:
+ * the same code paths as the row, warmed in a second or two even for a one-client row.
+ */
+function warmupArgs(args: string[], total: number): string[] {
   invariantArg(args.some((a) => a.startsWith("--total=")), `row arguments carry no --total: ${args.join(" ")}`);
-  return args.map((a) => (a.startsWith("--total=") ? `--total=${total}` : a));
+  const atLeast = (a: string, flag: string, min: number): string => (a.startsWith(`${flag}=`) ? `${flag}=${Math.max(min, Number(a.slice(flag.length + 1)))}` : a);
+  return args.map((a) => (a.startsWith("--total=") ? `--total=${total}` : atLeast(atLeast(a, "--clients", WARMUP_CLIENTS_MIN), "--conns", WARMUP_CONNS_MIN)));
 }
 
 function invariantArg(ok: boolean, message: string): asserts ok {
@@ -149,7 +157,7 @@ async function runOne(target: Target, row: MatrixRow, round: number, opts: Compa
     if (row.seedRangeKey) await seedRangeKey(cluster.endpoints);
     const childOpts = { ...(opts.workers !== undefined ? { workers: opts.workers } : {}), timeoutMs: opts.runTimeoutMs };
     const warm = warmupRequests(opts);
-    if (warm > 0) await runBenchmarkChild(cluster.endpoints, withTotal(row.args, warm), childOpts);
+    if (warm > 0) await runBenchmarkChild(cluster.endpoints, warmupArgs(row.args, warm), childOpts);
     const result = await runBenchmarkChild(cluster.endpoints, row.args, childOpts);
     const s = result.series[0];
     if (s === undefined) throw new Error("benchmark printed no series");
