@@ -2,10 +2,10 @@ import { describe, expect, it } from "vitest";
 import { DEFAULT_HEAP_GROWING_PERCENT, tuneV8 } from "../../src/server/v8_tuning.js";
 
 describe("V8 tuning", () => {
-  it("leaves V8's policy by default and takes an override", () => {
+  it("caps the heap growing factor by default and takes an override", () => {
     expect(tuneV8({})).toEqual({ percent: DEFAULT_HEAP_GROWING_PERCENT });
     expect(tuneV8({ ETCETERA_HEAP_GROWING_PERCENT: "" })).toEqual({ percent: DEFAULT_HEAP_GROWING_PERCENT });
-    expect(tuneV8({ ETCETERA_HEAP_GROWING_PERCENT: "50" })).toEqual({ percent: 50 });
+    expect(tuneV8({ ETCETERA_HEAP_GROWING_PERCENT: "0" })).toEqual({ percent: 0 });
     expect(tuneV8({ ETCETERA_HEAP_GROWING_PERCENT: "120" })).toEqual({ percent: 120 });
   });
 
