@@ -228,12 +228,15 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
   onReadEnd(): void {
     this.readState = "ended";
     if (this.finished) return;
+    // grpc-go (etcd) answers a request stream that ends early with the reader's error: a unary
+    // call converts it as is (UNKNOWN "unexpected EOF" mid-message, UNKNOWN "EOF" with no message);
+    // a streaming call's RecvMsg turns "unexpected EOF" into INTERNAL.
     if (this.deframer?.partial === true) {
-      this.fail(new GrpcError(Status.INTERNAL, "grpc: stream ended in the middle of a message"));
+      this.fail(new GrpcError(this.registered.kind === "unary" ? Status.UNKNOWN : Status.INTERNAL, "unexpected EOF"));
       return;
     }
     if (this.requests) this.requests.end();
-    else if (this.received === 0) this.fail(new GrpcError(Status.INTERNAL, "grpc: no request message for a unary call"));
+    else if (this.received === 0) this.fail(new GrpcError(Status.UNKNOWN, "EOF"));
   }
 
   onClose(): void {

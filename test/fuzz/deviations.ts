@@ -40,22 +40,6 @@ export const KNOWN_DEVIATIONS: readonly Deviation[] = [
       "type, etcetera (3.5's API) refuses a wrong wire type for it as 3.5 would",
   },
   {
-    kinds: ["protobuf:start-group"],
-    ours: /^status:13$/,
-    etcd: /^status:\d+$/,
-    why: "a well-formed (deprecated) group of an unknown field: gogoproto skips it, etcetera refuses the message (unsupported wire type 3)",
-    finding: "src/grpc/wire.ts ProtoReader.skip(): wire type 3 could skip to the matching end-group tag (4) as gogoproto's skipRpc does",
-  },
-  {
-    kinds: ["no-message", "truncated-prefix", "length-beyond-body"],
-    ours: /^status:13$/,
-    etcd: /^status:2$/,
-    why:
-      'request stream ends before a whole message (none, or mid-prefix, or mid-body): grpc-go in etcd answers UNKNOWN "EOF" / ' +
-      '"unexpected EOF", etcetera INTERNAL "grpc: no request message for a unary call" / "grpc: stream ended in the middle of a message"',
-    finding: "src/grpc/call.ts Http2Call.onReadEnd(): etcd's code for these is UNKNOWN (2) with message \"EOF\" / \"unexpected EOF\"",
-  },
-  {
     kinds: ["wrong-content-type"],
     ours: /^http:404$/,
     etcd: /^reset:1$/,

@@ -240,10 +240,16 @@ describe("node:http2 server specifics", () => {
     const garbage = await rawRequest(session, { ":path": "/etceteratest.Echo/Unary" }, [frame(Buffer.from([0x0a, 0x10, 1]))]);
     expect(garbage.headers["grpc-status"]).toBe(String(Status.INTERNAL));
     expect(String(garbage.headers["grpc-message"])).toMatch(/^grpc: error unmarshalling request/);
+    // A request stream that ends early gets grpc-go's answers (what etcd sends): the reader's
+    // error, UNKNOWN for a unary call, INTERNAL "unexpected EOF" from a streaming call's RecvMsg.
     const none = await rawRequest(session, { ":path": "/etceteratest.Echo/Unary" }, []);
-    expect(none.headers["grpc-status"]).toBe(String(Status.INTERNAL));
+    expect([none.headers["grpc-status"], none.headers["grpc-message"]]).toEqual([String(Status.UNKNOWN), "EOF"]);
+    const cutUnary = await rawRequest(session, { ":path": "/etceteratest.Echo/Unary" }, [ok.subarray(0, 6)]);
+    expect(cutUnary.headers["grpc-status"] ?? cutUnary.trailers?.["grpc-status"]).toBe(String(Status.UNKNOWN));
+    expect(cutUnary.headers["grpc-message"] ?? cutUnary.trailers?.["grpc-message"]).toBe("unexpected EOF");
     const cut = await rawRequest(session, { ":path": "/etceteratest.Echo/ClientStream" }, [ok.subarray(0, 6)]);
     expect(cut.headers["grpc-status"] ?? cut.trailers?.["grpc-status"]).toBe(String(Status.INTERNAL));
+    expect(cut.headers["grpc-message"] ?? cut.trailers?.["grpc-message"]).toBe("unexpected EOF");
   });
 
   it("a grpc-timeout deadline is visible to the handler", async () => {
