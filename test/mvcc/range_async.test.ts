@@ -5,6 +5,7 @@ import { ErrClosed, ErrCompacted, ErrFutureRev } from '../../src/mvcc/errors.js'
 import type { KvStore, KvStoreOptions } from '../../src/mvcc/kvstore.js';
 import { type RangeRequest, type RequestOp, SortOrder, SortTarget, type TxnRequest, type TxnResponse } from '../../src/mvcc/types.js';
 import { b, macrotask, openStore, plainKv, seedFor, tmpDir } from './helpers.js';
+import { mulberry32 } from '../prng.js';
 
 const cleanup: (() => void)[] = [];
 afterEach(() => {
@@ -19,18 +20,6 @@ function fresh(opts: Partial<KvStoreOptions> = {}): KvStore {
     if (!kv.isClosed) kv.close();
   });
   return kv;
-}
-
-/** Deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const key = (i: number): string => `k${String(i).padStart(3, '0')}`;
@@ -52,7 +41,7 @@ function plainTxn(r: TxnResponse): unknown {
 describe('rangeAsync', () => {
   it('answers every kind of range exactly as range does (slices of a few keys)', async () => {
     const seed = seedFor('range_async.same');
-    const rand = rng(seed);
+    const rand = mulberry32(seed);
     const kv = fresh({ rangeRead: { keysPerTurn: 4, rowsPerTurn: 3 } });
     for (let i = 0; i < 300; i++) {
       const k = key(Math.floor(rand() * 60));
@@ -159,7 +148,7 @@ describe('rangeAsync', () => {
 describe('txnReadOnlyAsync', () => {
   it('answers read-only txns (compares, nested txns, older revisions) exactly as txn does', async () => {
     const seed = seedFor('range_async.txn');
-    const rand = rng(seed);
+    const rand = mulberry32(seed);
     const kv = fresh({ rangeRead: { keysPerTurn: 4, rowsPerTurn: 3 } });
     for (let i = 0; i < 200; i++) kv.put({ key: b(key(Math.floor(rand() * 40))), value: b(`v${i}`) });
     const cur = kv.currentRevision();

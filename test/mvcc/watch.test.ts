@@ -7,6 +7,7 @@ import { WatchableStore } from '../../src/mvcc/watchable_store.js';
 import type { WatchResponse } from '../../src/mvcc/watcher.js';
 import type { WatchStream } from '../../src/mvcc/watch_stream.js';
 import { b, macrotask, openStore, s, seedFor, tmpDir } from './helpers.js';
+import { mulberry32 } from '../prng.js';
 
 const cleanup: (() => void)[] = [];
 afterEach(() => {
@@ -21,18 +22,6 @@ function setup(opts: ConstructorParameters<typeof WatchableStore>[1] = {}): { kv
   cleanup.push(() => kv.close());
   cleanup.push(() => ws.close());
   return { kv, ws };
-}
-
-/** Deterministic PRNG (mulberry32) for the randomized watch test. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 interface Flat {
@@ -70,7 +59,7 @@ async function drainUntil(stream: WatchStream, done: (rs: WatchResponse[]) => bo
 describe('watchable store', () => {
   it('random writes: every watcher sees exactly its events, in order, each revision in one response', async () => {
     const seed = seedFor('watch.random');
-    const rand = rng(seed);
+    const rand = mulberry32(seed);
     const { kv, ws } = setup({ syncRowsMax: 7, batchMaxRevs: 3 });
     const keys = ['a', 'b', 'c', 'd', 'e', 'f'];
     const pick = (): string => keys[Math.floor(rand() * keys.length)]!;

@@ -4,20 +4,12 @@
  * that make them non-linearizable. Seeded (mulberry32) so every failure replays.
  */
 import type { History, KvOp, KvResult, ObservedKv, Operation } from "./history.js";
+import { mulberry32 } from "../prng.js";
 
 export type Rng = () => number;
 
-/** mulberry32: tiny, good enough for test generation, identical on every platform. */
-export function rng(seed: number): Rng {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32 (test/prng.ts). */
+export const rng: (seed: number) => Rng = mulberry32;
 
 export function pick<T>(r: Rng, xs: readonly T[]): T {
   return xs[Math.floor(r() * xs.length)]!;

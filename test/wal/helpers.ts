@@ -3,6 +3,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { EntryType, type Entry } from "../../src/raft/types.js";
+import { mulberry32 } from "../prng.js";
 
 export function makeTmpDir(prefix: string): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), `etcetera-${prefix}-`));
@@ -38,17 +39,8 @@ export function isIntact(e: Entry): boolean {
   return Buffer.from(want).equals(Buffer.from(e.data));
 }
 
-/** mulberry32: small, fast, replayable. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32 (test/prng.ts). */
+export const prng = mulberry32;
 
 export function seedFromEnv(fallback: number): number {
   const s = process.env.SEED;
