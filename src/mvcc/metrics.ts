@@ -9,7 +9,8 @@ import { Gauge, type Registry } from 'prom-client';
 import type { KvStore } from './kvstore.js';
 import type { WatchableStore } from './watchable_store.js';
 
-function gauge(registry: Registry, name: string, help: string, read: () => number): void {
+/** A gauge read at scrape time (replacing one of the same name, as a restored store re-registers). */
+export function gauge(registry: Registry, name: string, help: string, read: () => number): void {
   const existing = registry.getSingleMetric(name);
   if (existing !== undefined) registry.removeSingleMetric(name);
   new Gauge({

@@ -4,6 +4,7 @@
  * etcd counts (leader changes, failed proposals, failed read indexes) are counted as they happen.
  */
 import { Counter, Gauge, type Registry } from "prom-client";
+import { gauge } from "../mvcc/metrics.js";
 
 /** What the member exposes to its metrics; read at scrape time. */
 export interface ServerMetricsSource {
@@ -30,30 +31,19 @@ export interface ServerCounters {
   readIndexesFailed: Counter;
 }
 
-function stateGauge(registry: Registry, name: string, help: string, read: () => number): void {
-  new Gauge({
-    name,
-    help,
-    registers: [registry],
-    collect() {
-      this.set(read());
-    },
-  });
-}
-
 function labelGauge(registry: Registry, name: string, help: string, label: string, value: string): void {
   new Gauge({ name, help, labelNames: [label], registers: [registry] }).set({ [label]: value }, 1);
 }
 
 export function registerServerMetrics(registry: Registry, src: ServerMetricsSource, o: ServerMetricsOptions): ServerCounters {
   const bit = (b: boolean): number => (b ? 1 : 0);
-  stateGauge(registry, "etcd_server_has_leader", "Whether or not a leader exists. 1 is existence, 0 is not.", () => bit(src.hasLeader()));
-  stateGauge(registry, "etcd_server_is_leader", "Whether or not this member is a leader. 1 if is, 0 otherwise.", () => bit(src.isLeader()));
-  stateGauge(registry, "etcd_server_is_learner", "Whether or not this member is a learner. 1 if is, 0 otherwise.", () => bit(src.isLearner()));
-  stateGauge(registry, "etcd_server_proposals_committed_total", "The total number of consensus proposals committed.", () => src.committedIndex());
-  stateGauge(registry, "etcd_server_proposals_applied_total", "The total number of consensus proposals applied.", () => src.appliedIndex());
-  stateGauge(registry, "etcd_server_proposals_pending", "The current number of pending proposals to commit.", () => src.pendingProposals());
-  stateGauge(registry, "etcd_server_snapshot_apply_in_progress_total", "1 if the server is applying the incoming snapshot. 0 if none.", () => bit(src.applyingSnapshot()));
+  gauge(registry, "etcd_server_has_leader", "Whether or not a leader exists. 1 is existence, 0 is not.", () => bit(src.hasLeader()));
+  gauge(registry, "etcd_server_is_leader", "Whether or not this member is a leader. 1 if is, 0 otherwise.", () => bit(src.isLeader()));
+  gauge(registry, "etcd_server_is_learner", "Whether or not this member is a learner. 1 if is, 0 otherwise.", () => bit(src.isLearner()));
+  gauge(registry, "etcd_server_proposals_committed_total", "The total number of consensus proposals committed.", () => src.committedIndex());
+  gauge(registry, "etcd_server_proposals_applied_total", "The total number of consensus proposals applied.", () => src.appliedIndex());
+  gauge(registry, "etcd_server_proposals_pending", "The current number of pending proposals to commit.", () => src.pendingProposals());
+  gauge(registry, "etcd_server_snapshot_apply_in_progress_total", "1 if the server is applying the incoming snapshot. 0 if none.", () => bit(src.applyingSnapshot()));
   new Gauge({ name: "etcd_server_quota_backend_bytes", help: "Current backend storage quota size in bytes.", registers: [registry] }).set(o.quotaBackendBytes);
   labelGauge(registry, "etcd_server_id", "Server or member ID in hexadecimal format. 1 for 'server_id' label with current ID.", "server_id", o.memberIdHex);
   labelGauge(registry, "etcd_server_version", "Which version is running. 1 for 'server_version' label with current version.", "server_version", o.version);
