@@ -102,25 +102,10 @@ export class TargetSession {
     const call = (client as unknown as Record<string, (md: unknown, o: unknown) => StreamCall>)[method]!.call(client, new grpc.Metadata(), {
       deadline: Date.now() + UNARY_DEADLINE_MS,
     });
-    const responses: Obj[] = [];
-    return new Promise((resolve) => {
-      let done = false;
-      const finish = (code: number, message: string): void => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        resolve({ code, message, response: responses, summary: summarise(responses) });
-      };
-      call.on("data", (r: Obj) => responses.push(r));
-      call.on("error", (e: grpc.ServiceError) => finish(e.code === 1 ? 0 : e.code, e.code === 1 ? "" : e.details));
-      call.on("status", (s: grpc.StatusObject) => finish(s.code, s.details));
-      for (const r of requests) call.write(resolvePlaceholders(r, ids));
-      // Read for a while, then cancel: both etcd and etcetera keep a half-closed watch open.
-      const timer = setTimeout(() => {
-        call.cancel();
-        finish(0, "");
-      }, STREAM_READ_MS);
-    });
+    for (const r of requests) call.write(resolvePlaceholders(r, ids));
+    // A cancel of our own (CANCELLED) ends a bidi stream as an OK read: both etcd and etcetera
+    // keep a half-closed watch open.
+    return readFor(call, summarise, (e) => (e.code === 1 ? [0, ""] : [e.code, e.details]));
   }
 
   private observe(name: Buffer): Promise<OpOutcome> {
@@ -130,26 +115,34 @@ export class TargetSession {
       new grpc.Metadata(),
       { deadline: Date.now() + UNARY_DEADLINE_MS },
     );
-    const responses: Obj[] = [];
-    return new Promise((resolve) => {
-      let done = false;
-      const finish = (code: number, message: string): void => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        resolve({ code, message, response: responses, summary: `${responses.length > 0 ? "leader" : "none"}` });
-      };
-      call.on("data", (r: Obj) => responses.push(r));
-      call.on("error", (e: grpc.ServiceError) => finish(e.code, e.details));
-      call.on("status", (s: grpc.StatusObject) => finish(s.code, s.details));
-      const timer = setTimeout(() => {
-        call.cancel();
-        finish(0, "");
-      }, STREAM_READ_MS);
-    });
+    return readFor(call, (rs) => (rs.length > 0 ? "leader" : "none"), (e) => [e.code, e.details]);
   }
 }
 
+/** Collects a stream's responses for STREAM_READ_MS (then cancels it), or until it ends. */
+function readFor(
+  call: grpc.ClientReadableStream<Obj> | StreamCall,
+  summarise: (rs: Obj[]) => string,
+  onError: (e: grpc.ServiceError) => [number, string],
+): Promise<OpOutcome> {
+  const responses: Obj[] = [];
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (code: number, message: string): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      resolve({ code, message, response: responses, summary: summarise(responses) });
+    };
+    call.on("data", (r: Obj) => responses.push(r));
+    call.on("error", (e: grpc.ServiceError) => finish(...onError(e)));
+    call.on("status", (st: grpc.StatusObject) => finish(st.code, st.details));
+    const timer = setTimeout(() => {
+      call.cancel();
+      finish(0, "");
+    }, STREAM_READ_MS);
+  });
+}
 
 // ---- invariants of success responses ----
 
