@@ -14,8 +14,8 @@
 import { pathToFileURL } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { GrpcJsServer } from "../src/grpc/grpc-js-adapter.js";
-import { ETCD_API_FILES, PROTO_DIR } from "../src/grpc/protos.js";
+import { GrpcJsServer } from "../test/grpc/grpc-js-adapter.js";
+import { ETCD_API_FILES, PROTO_DIR } from "../src/pb/protos.js";
 import { GrpcServer } from "../src/grpc/server.js";
 
 export const SERVER_KINDS = ["http2", "grpc-js-protoloader", "grpc-js"] as const;

@@ -38,7 +38,7 @@
 import { type ChildProcess, fork } from "node:child_process";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
-import { loadEtcdCodecs } from "../src/grpc/protos.js";
+import { loadEtcdCodecs } from "../src/pb/protos.js";
 import { SERVER_KINDS, type ServerKind, type ServerMessage } from "./grpc-server.js";
 import { type CpuPlan, allowedCpus, pinSelf, planCpus } from "./lib/cpu-pinning.js";
 import { Load, type LoadDriver } from "./lib/load.js";

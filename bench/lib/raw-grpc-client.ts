@@ -12,8 +12,8 @@
  */
 
 import net, { type Socket } from "node:net";
-import { HpackDecoder, encodeLiteralBlock } from "../../src/grpc/hpack.js";
-import { CLIENT_PREFACE, FRAME_HEADER_BYTES, Flag, FrameType, frame, headersFragment, settingsFrame } from "../../src/grpc/http2-frame.js";
+import { HpackDecoder, encodeLiteralBlock } from "../../src/grpc/h2/hpack.js";
+import { CLIENT_PREFACE, FRAME_HEADER_BYTES, Flag, FrameType, frame, headersFragment, settingsFrame } from "../../src/grpc/h2/http2-frame.js";
 
 /** Called once per call: undefined on grpc-status 0, else a description of the failure. */
 export type CallDone = (error: string | undefined) => void;

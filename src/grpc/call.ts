@@ -8,7 +8,7 @@
 
 import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import type { Socket } from "node:net";
-import type { MethodDescriptor } from "./codec.js";
+import type { MethodDescriptor } from "../pb/codec.js";
 import { MESSAGE_PREFIX_BYTES, type MessageSink, MessageDeframer, messageTooLarge } from "./framing.js";
 import type {
   AnyHandler,

@@ -1,7 +1,7 @@
 /**
  * What a service implementation sees: handler signatures and call objects, with
  * no dependency on the transport, so the same handler objects run on the
- * node:http2 server and on @grpc/grpc-js (see grpc-js-adapter.ts).
+ * node:http2 server and on @grpc/grpc-js (see test/grpc/grpc-js-adapter.ts).
  *
  * Completion rule for streaming handlers: if the handler returns a Promise, its
  * settlement ends the call (resolve → OK, reject → its status) unless the call was

@@ -19,8 +19,8 @@ export type {
 } from "./handler.js";
 export type { Metadata } from "./metadata.js";
 export type { CallObserver } from "./call.js";
-export { ProtoCodecs, type MessageCodec, type MethodDescriptor } from "./codec.js";
-export { loadEtcdCodecs, PROTO_DIR, ETCD_API_FILES } from "./protos.js";
+export { ProtoCodecs, type MessageCodec, type MethodDescriptor } from "../pb/codec.js";
+export { loadEtcdCodecs, PROTO_DIR, ETCD_API_FILES } from "../pb/protos.js";
 export type { HttpHandler, HttpRequest, HttpResponse } from "./http.js";
 export { HttpError } from "./http.js";
-export type { KeepaliveOptions } from "./keepalive.js";
+export type { KeepaliveOptions } from "./h2/keepalive.js";

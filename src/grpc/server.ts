@@ -9,17 +9,17 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2, { type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
 import net, { type AddressInfo, type Socket } from "node:net";
 import tls from "node:tls";
-import type { ProtoCodecs } from "./codec.js";
+import type { ProtoCodecs } from "../pb/codec.js";
 import { type CallHost, type CallObserver, Http2Call, type RegisteredMethod, respondTrailersOnly } from "./call.js";
 import { parseGrpcTimeout } from "./deadline.js";
 import { handlerOf, methodKind } from "./handler.js";
 import { type HttpHandler, serveHttp1, serveHttp2 } from "./http.js";
-import { FirstRequestGate, type ProbeOptions } from "./first-request-gate.js";
-import { DEFAULT_HEADER_TABLE_SIZE } from "./hpack.js";
-import { CLIENT_PREFACE, SettingsId } from "./http2-frame.js";
-import { DEFAULT_KEEPALIVE, type KeepaliveOptions, SessionKeepalive } from "./keepalive.js";
-import { loadEtcdCodecs } from "./protos.js";
-import { RewritingStream } from "./rewriting-stream.js";
+import { FirstRequestGate, type ProbeOptions } from "./h2/first-request-gate.js";
+import { DEFAULT_HEADER_TABLE_SIZE } from "./h2/hpack.js";
+import { CLIENT_PREFACE, SettingsId } from "./h2/http2-frame.js";
+import { DEFAULT_KEEPALIVE, type KeepaliveOptions, SessionKeepalive } from "./h2/keepalive.js";
+import { loadEtcdCodecs } from "../pb/protos.js";
+import { RewritingStream } from "./h2/rewriting-stream.js";
 import { GrpcError, Status } from "./status.js";
 
 /** etcd's default --max-request-bytes (1.5 MiB). */

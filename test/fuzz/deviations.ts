@@ -28,7 +28,7 @@ export const KNOWN_DEVIATIONS: readonly Deviation[] = [
       "a streaming call whose message never completes runs into its grpc-timeout: etcetera ends it DEADLINE_EXCEEDED " +
       '"context deadline exceeded"; etcd\'s handler returns the context error itself, which grpc-go sends as UNKNOWN with the same text',
   },
-  // A known field with another wire type is refused (src/grpc/codec.ts), as gogoproto does. The
+  // A known field with another wire type is refused (src/pb/codec.ts), as gogoproto does. The
   // only difference left is a field etcd 3.4 does not know yet:
   {
     kinds: ["protobuf:wrong-wire-type"],

@@ -30,7 +30,7 @@ export const RPC_DEVIATIONS: readonly RpcDeviation[] = [
     ours: /^11 etcdserver: mvcc: required revision has been compacted$/,
     etcd: /^11 etcdserver: mvcc: required revision is a future revision$/,
     why: "revision 2^63-1 (beyond 2^53): etcd says future revision; etcetera's JS number rounds it to 2^63, which wraps to -2^63 when re-encoded (raft entry), so it is taken as compacted",
-    finding: "int64 fields beyond ±2^53 (src/grpc/wire.ts decodes to an inexact double; the ProtoWriter wraps values ≥ 2^63): clamp or refuse out-of-range revisions/TTLs at the gRPC boundary before proposing",
+    finding: "int64 fields beyond ±2^53 (src/pb/wire.ts decodes to an inexact double; the ProtoWriter wraps values ≥ 2^63): clamp or refuse out-of-range revisions/TTLs at the gRPC boundary before proposing",
   },
 ];
 

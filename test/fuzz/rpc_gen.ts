@@ -250,7 +250,7 @@ export class RpcGen {
             [10, String(r.between(1, 5))],
           ]);
           if (Number(ttl) >= 600 && Number(ttl) <= 3600) this.longLeases.push(index);
-          // etcetera supports lease ids below 2^53 only (by design, src/grpc/wire.ts); a grant of a larger
+          // etcetera supports lease ids below 2^53 only (by design, src/pb/wire.ts); a grant of a larger
           // explicit id would make every later use of that id differ from etcd, so reference runs stay below.
           const id = r.bool(0.6) ? "0" : this.opts.referenceSafe ? String(r.between(1, 2 ** 40)) : this.int64(1000);
           return unary("lease", "LeaseGrant", { TTL: ttl, ID: id });

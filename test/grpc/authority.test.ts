@@ -15,10 +15,10 @@ import http2 from "node:http2";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isValidAuthority } from "../../src/grpc/authority.js";
+import { isValidAuthority } from "../../src/grpc/h2/authority.js";
 import type { CallContext } from "../../src/grpc/handler.js";
 import { GrpcServer } from "../../src/grpc/server.js";
-import type { KVHandlers, WatchHandlers } from "../../src/grpc/etcd-types.js";
+import type { KVHandlers, WatchHandlers } from "../../src/grpc/services.js";
 import { GrpcError, Status } from "../../src/grpc/status.js";
 import { HandlerStats, echoClient, echoHandlers, eventually, frame, loadEchoCodecs, rawRequest, unary, type EchoRequest, type EchoResponse } from "./harness.js";
 

@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { KVHandlers, WatchHandlers } from "../../src/grpc/etcd-types.js";
+import type { KVHandlers, WatchHandlers } from "../../src/grpc/services.js";
 import type { ServerWritable } from "../../src/grpc/handler.js";
 import { GrpcServer } from "../../src/grpc/server.js";
 import { GrpcError, Status } from "../../src/grpc/status.js";

@@ -9,9 +9,9 @@ import http2 from "node:http2";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { ProtoCodecs } from "../../src/grpc/codec.js";
+import { ProtoCodecs } from "../../src/pb/codec.js";
 import type { BidiCall, CallContext, ServerReadable, ServerWritable } from "../../src/grpc/handler.js";
-import { PROTO_DIR, ETCD_API_FILES } from "../../src/grpc/protos.js";
+import { PROTO_DIR, ETCD_API_FILES } from "../../src/pb/protos.js";
 import { GrpcError, type Status } from "../../src/grpc/status.js";
 
 export const FIXTURE_DIR = fileURLToPath(new URL("./fixtures/", import.meta.url));

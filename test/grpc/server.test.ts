@@ -7,7 +7,7 @@
 import http2 from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { GrpcJsServer } from "../../src/grpc/grpc-js-adapter.js";
+import { GrpcJsServer } from "./grpc-js-adapter.js";
 import { GrpcServer } from "../../src/grpc/server.js";
 import { Status } from "../../src/grpc/status.js";
 import {

@@ -12,10 +12,10 @@ import net from "node:net";
 import fc from "fast-check";
 import hpack, { type HpackHeader } from "hpack.js";
 import { describe, expect, it } from "vitest";
-import { AuthorityRewriter } from "../../src/grpc/authority-rewriter.js";
-import { HpackDecoder } from "../../src/grpc/hpack.js";
-import { CLIENT_PREFACE, Flag, frame, FrameType, MAX_FRAME_SIZE, settingsFrame } from "../../src/grpc/http2-frame.js";
-import { seedFor } from "./harness.js";
+import { AuthorityRewriter } from "../../../src/grpc/h2/authority-rewriter.js";
+import { HpackDecoder } from "../../../src/grpc/h2/hpack.js";
+import { CLIENT_PREFACE, Flag, frame, FrameType, MAX_FRAME_SIZE, settingsFrame } from "../../../src/grpc/h2/http2-frame.js";
+import { seedFor } from "../harness.js";
 
 const SEED = seedFor("authority-rewriter");
 const BAD = "http://127.0.0.1:2379";

@@ -12,6 +12,19 @@
  * fields and unset oneof members `undefined`, and the oneof's name holding the
  * name of the member that is set. Property names are the proto field names
  * (snake_case, as etcd's JSON uses).
+ *
+ * Why the code is compiled at run time (`new Function`, once per ProtoCodecs.load)
+ * and not interpreted from a field table: every request and response of the client
+ * port goes through here, and a specialised function per message type is straight
+ * code with constant tags in a `switch` and a fixed object literal, so V8 keeps each
+ * decoded message in one hidden class and inlines the reader calls; a table-driven
+ * loop pays a descriptor lookup and a type dispatch per field and builds objects
+ * property by property. protobufjs's own fast path is generated code for the same
+ * reason. The source is built only from the parsed .proto files (field names go
+ * through JSON.stringify, tags are numbers), never from request bytes. Generating it
+ * at build time instead (as typegen.ts does for the types) would drop the run-time
+ * step but not the code; the test fixtures load their own protos at run time, so the
+ * compiler stays here.
  */
 
 import protobuf from "protobufjs";

@@ -6,7 +6,7 @@
 
 import type { EventEmitter } from "node:events";
 import * as grpc from "@grpc/grpc-js";
-import type { ProtoCodecs } from "./codec.js";
+import type { ProtoCodecs } from "../../src/pb/codec.js";
 import type {
   AnyHandler,
   BidiHandler,
@@ -16,13 +16,13 @@ import type {
   ServerStreamHandler,
   ServerWritable,
   UnaryHandler,
-} from "./handler.js";
-import { handlerOf, methodKind } from "./handler.js";
-import { type Metadata, RecordMetadata } from "./metadata.js";
-import { loadEtcdCodecs } from "./protos.js";
-import { RequestQueue, cancelledError } from "./request-queue.js";
-import { GrpcError, Status, toGrpcError } from "./status.js";
-import { DEFAULT_MAX_REQUEST_BYTES, GRPC_OVERHEAD_BYTES, HTTP2_MAX_CONCURRENT_STREAMS_MAX } from "./server.js";
+} from "../../src/grpc/handler.js";
+import { handlerOf, methodKind } from "../../src/grpc/handler.js";
+import { type Metadata, RecordMetadata } from "../../src/grpc/metadata.js";
+import { loadEtcdCodecs } from "../../src/pb/protos.js";
+import { RequestQueue, cancelledError } from "../../src/grpc/request-queue.js";
+import { GrpcError, Status, toGrpcError } from "../../src/grpc/status.js";
+import { DEFAULT_MAX_REQUEST_BYTES, GRPC_OVERHEAD_BYTES, HTTP2_MAX_CONCURRENT_STREAMS_MAX } from "../../src/grpc/server.js";
 
 export interface GrpcJsServerOptions {
   maxReceiveMessageBytes?: number;

@@ -7,10 +7,10 @@
 import net from "node:net";
 import hpack from "hpack.js";
 import { describe, expect, it } from "vitest";
-import { FirstRequestProbe, type GateVerdict, type ProbeOptions } from "../../src/grpc/first-request-gate.js";
-import { CLIENT_PREFACE, Flag, frame, FrameType, MAX_FRAME_SIZE, SettingsId, settingsFrame } from "../../src/grpc/http2-frame.js";
-import { GrpcServer } from "../../src/grpc/server.js";
-import { frame as grpcFrame, HandlerStats, echoHandlers, eventually, loadEchoCodecs } from "./harness.js";
+import { FirstRequestProbe, type GateVerdict, type ProbeOptions } from "../../../src/grpc/h2/first-request-gate.js";
+import { CLIENT_PREFACE, Flag, frame, FrameType, MAX_FRAME_SIZE, SettingsId, settingsFrame } from "../../../src/grpc/h2/http2-frame.js";
+import { GrpcServer } from "../../../src/grpc/server.js";
+import { frame as grpcFrame, HandlerStats, echoHandlers, eventually, loadEchoCodecs } from "../harness.js";
 
 const codecs = loadEchoCodecs();
 const CLIENT_SETTINGS = settingsFrame([[0x2, 0]]);

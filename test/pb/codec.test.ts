@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import protobuf from "protobufjs";
 import { describe, expect, it } from "vitest";
-import { loadEtcdCodecs, PROTO_DIR } from "../../src/grpc/protos.js";
-import { ProtoReader, ProtoWriter, WireError } from "../../src/grpc/wire.js";
-import { loadEchoCodecs, seedFor } from "./harness.js";
+import { loadEtcdCodecs, PROTO_DIR } from "../../src/pb/protos.js";
+import { ProtoReader, ProtoWriter, WireError } from "../../src/pb/wire.js";
+import { loadEchoCodecs, seedFor } from "../grpc/harness.js";
 
 /** protobufjs as the reference implementation of the wire format. */
 function referenceRoot(): protobuf.Root {

@@ -8,10 +8,10 @@
 import fc from "fast-check";
 import hpack, { type HpackHeader } from "hpack.js";
 import { describe, expect, it } from "vitest";
-import { isValidAuthority, repairAuthority } from "../../src/grpc/authority.js";
-import { encodeLiteralBlock, type HeaderField, HpackDecoder, HpackError, STATIC_TABLE } from "../../src/grpc/hpack.js";
-import { HUFFMAN_CODES, huffmanDecode } from "../../src/grpc/hpack-huffman.js";
-import { seedFor } from "./harness.js";
+import { isValidAuthority, repairAuthority } from "../../../src/grpc/h2/authority.js";
+import { encodeLiteralBlock, type HeaderField, HpackDecoder, HpackError, STATIC_TABLE } from "../../../src/grpc/h2/hpack.js";
+import { HUFFMAN_CODES, huffmanDecode } from "../../../src/grpc/h2/hpack-huffman.js";
+import { seedFor } from "../harness.js";
 
 const SEED = seedFor("hpack");
 
