@@ -6,9 +6,9 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { reservePort } from "../../test/ports.js";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
 export const ETCD_BIN = process.env.ETCD_BIN ?? "/usr/bin/etcd";
@@ -17,20 +17,6 @@ export const SERVER_JS = join(ROOT, "dist/server.js");
 
 export type Target = "etcd" | "etcetera";
 export const TARGETS: readonly Target[] = ["etcd", "etcetera"];
-
-/** A port the kernel says is free now. */
-export function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on("error", rej);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      if (addr === null || typeof addr === "string") return rej(new Error("no port"));
-      srv.close(() => res(addr.port));
-    });
-  });
-}
 
 /** Reads a "VmXxx:   1234 kB" line of /proc/PID/status, in bytes; undefined when gone. */
 export function procStatusBytes(pid: number, field: "VmHWM" | "VmRSS"): number | undefined {
@@ -75,7 +61,7 @@ export class BenchCluster {
     if (opts.target === "etcd" && !existsSync(ETCD_BIN)) throw new Error(`${ETCD_BIN} missing: apt-get install etcd-server`);
     const dir = mkdtempSync(join(tmpdir(), `etcetera-bench-${opts.target}-`));
     const specs: Array<{ name: string; client: number; peer: number }> = [];
-    for (let i = 1; i <= opts.size; i++) specs.push({ name: `n${i}`, client: await freePort(), peer: await freePort() });
+    for (let i = 1; i <= opts.size; i++) specs.push({ name: `n${i}`, client: await reservePort(), peer: await reservePort() });
     const initialCluster = specs.map((s) => `${s.name}=http://127.0.0.1:${s.peer}`).join(",");
     const argv = specs.map((s) => [
       `--name=${s.name}`,

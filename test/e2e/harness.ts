@@ -4,9 +4,9 @@
  */
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, existsSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { reservePort } from "../ports.js";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
 export const SERVER_JS = join(ROOT, "dist/server.js");
@@ -17,20 +17,6 @@ export const SERVER_JS = join(ROOT, "dist/server.js");
 export const TARGET_ETCD = process.env.E2E_TARGET === "etcd";
 const ETCD_BIN = process.env.ETCD_BIN ?? "/usr/bin/etcd";
 export const ETCDCTL = process.env.ETCDCTL ?? "/usr/bin/etcdctl";
-
-/** A port the kernel says is free now (tiny race with other processes; fine on loopback tests). */
-export async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on("error", rej);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      if (addr === null || typeof addr === "string") return rej(new Error("no port"));
-      srv.close(() => res(addr.port));
-    });
-  });
-}
 
 export interface MemberSpec {
   name: string;
@@ -119,7 +105,7 @@ export class Cluster {
     const dir = mkdtempSync(join(tmpdir(), "etcetera-e2e-"));
     const specs: MemberSpec[] = [];
     for (let i = 1; i <= opts.size; i++) {
-      specs.push({ name: `n${i}`, clientPort: await freePort(), peerPort: await freePort(), dataDir: join(dir, `n${i}.etcd`) });
+      specs.push({ name: `n${i}`, clientPort: await reservePort(), peerPort: await reservePort(), dataDir: join(dir, `n${i}.etcd`) });
     }
     const initialCluster = specs.map((s) => `${s.name}=http://127.0.0.1:${s.peerPort}`).join(",");
     const members = specs.map(

@@ -8,7 +8,8 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { clients, unary } from "../e2e/grpc_client.js";
-import { type Member, TARGET_ETCD, etcdctl, freePort, sleep } from "../e2e/harness.js";
+import { type Member, TARGET_ETCD, etcdctl, sleep } from "../e2e/harness.js";
+import { reservePort } from "../ports.js";
 
 const ETCD_BIN = process.env.ETCD_BIN ?? "/usr/bin/etcd";
 
@@ -67,7 +68,7 @@ export class ReferenceEtcd implements FuzzTarget {
 
   static async start(extraArgs: string[] = []): Promise<ReferenceEtcd> {
     const dir = mkdtempSync(join(tmpdir(), "etcetera-fuzz-ref-"));
-    const ref = new ReferenceEtcd(await freePort(), await freePort(), dir);
+    const ref = new ReferenceEtcd(await reservePort(), await reservePort(), dir);
     const peer = `http://127.0.0.1:${ref.peerPort}`;
     const client = `http://127.0.0.1:${ref.clientPort}`;
     const proc = spawn(

@@ -8,7 +8,8 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, Member, SERVER_JS, TARGET_ETCD, type MemberSpec } from "../e2e/harness.js";
+import { reservePort } from "../ports.js";
+import { Member, SERVER_JS, TARGET_ETCD, type MemberSpec } from "../e2e/harness.js";
 import { EtcdConnection } from "./etcd_client.js";
 import { classifyEtcdHttp, classifyEtcetera, normalizeId, TcpProxy } from "./proxy.js";
 
@@ -56,7 +57,7 @@ export class ChaosCluster {
     const specs: MemberSpec[] = [];
     const proxies: TcpProxy[] = [];
     for (let i = 1; i <= opts.size; i++) {
-      const spec = { name: `n${i}`, clientPort: await freePort(), peerPort: await freePort(), dataDir: join(dir, `n${i}.etcd`) };
+      const spec = { name: `n${i}`, clientPort: await reservePort(), peerPort: await reservePort(), dataDir: join(dir, `n${i}.etcd`) };
       specs.push(spec);
       proxies.push(await TcpProxy.start({ name: spec.name, targetPort: spec.peerPort, classify: TARGET_ETCD ? classifyEtcdHttp : classifyEtcetera }));
     }
