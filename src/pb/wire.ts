@@ -6,6 +6,7 @@
  */
 
 const TWO_32 = 4294967296;
+const TWO_63 = 2 ** 63;
 
 /** Thrown on malformed or truncated input. */
 export class WireError extends Error {
@@ -299,8 +300,31 @@ export class ProtoWriter {
     this.buf[this.pos++] = v ? 1 : 0;
   }
 
-  /** Varint of a 64-bit integer given as a number (two's complement when negative). */
+  /**
+   * Varint of a 64-bit integer given as a number (two's complement when negative). A number
+   * outside int64's range is written as the nearest int64: such a number comes from decoding an
+   * int64 near ±(2^63-1), which a double rounds to ±2^63, and writing 2^63 bit for bit would wrap
+   * to -2^63 (a Txn ranging at revision 2^63-1 became revision -2^63 in its raft entry and was
+   * answered "compacted" where etcd answers "future revision").
+   */
   int64(v: number): void {
+    if (v >= TWO_63) {
+      this.varint64(0xffffffff, 0x7fffffff);
+      return;
+    }
+    if (v < -TWO_63) {
+      this.varint64(0, 0x80000000);
+      return;
+    }
+    this.int64Bits(v);
+  }
+
+  /** Varint of an unsigned 64-bit integer given as a number in [0, 2^64). */
+  uint64(v: number): void {
+    this.int64Bits(v);
+  }
+
+  private int64Bits(v: number): void {
     if (v >= 0 && v < 0x80000000) {
       this.uint32(v);
       return;
@@ -321,10 +345,6 @@ export class ProtoWriter {
       if (lo === 0) hi = (hi + 1) >>> 0;
     }
     this.varint64(lo, hi);
-  }
-
-  uint64(v: number): void {
-    this.int64(v);
   }
 
   sint64(v: number): void {
