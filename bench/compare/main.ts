@@ -9,21 +9,25 @@
  * Every (round, target, row) runs on a fresh cluster, so rows do not inherit each other's data
  * and peak RSS (VmHWM) belongs to that row. Round r runs etcd first when r is odd, etcetera
  * first when r is even. Writes bench/results/<date>.json, <date>.md and <date>.svg (and
- * latest.md / latest.svg). A target that fails to start or to finish a row is recorded as
- * failed for that row; the script goes on.
+ * latest.md / latest.svg). A cluster that fails to start is started again, fresh, up to
+ * START_ATTEMPTS_MAX times (attempts.ts); a target is never dropped for later rows. A run that
+ * fails is recorded as failed; the script goes on, and at the end it refuses to write a table
+ * (md, svg, latest.*) whose cells hold unequal round counts: the JSON with every run is still
+ * written, and the exit status is 1.
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { availableParallelism, cpus, totalmem } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { Conn } from "../benchmark/conn.js";
 import { METHODS, encodePut } from "../benchmark/proto.js";
+import { withStartRetries } from "./attempts.js";
 import { runBenchmarkChild } from "./bench-child.js";
 import { BenchCluster, ETCD_BIN, ROOT, SERVER_JS, TARGETS, type Target } from "./cluster.js";
 import { type MatrixRow, RANGE_KEY, RANGE_VALUE_BYTES, seedMatrix } from "./matrix.js";
 import { hasLeader } from "./ready.js";
 import { markdownTable, svgChart } from "./render.js";
-import { type RunRecord, summarizeRows } from "./summary.js";
+import { type RunRecord, assertEqualRounds, summarizeRows } from "./summary.js";
 
 interface CompareOptions {
   rounds: number;
@@ -141,12 +145,12 @@ function invariantArg(ok: boolean, message: string): asserts ok {
   if (!ok) throw new Error(message);
 }
 
-/** A cluster that failed to come up once is not retried for every row (it would cost 30 s each). */
+/** The cluster did not come up: the run is tried again on a fresh cluster (attempts.ts). */
 class StartFailed extends Error {}
 
-async function runOne(target: Target, row: MatrixRow, round: number, opts: CompareOptions, skipReason: string | undefined): Promise<RunRecord> {
+async function runOne(target: Target, row: MatrixRow, round: number, opts: CompareOptions, unavailable: string | undefined): Promise<RunRecord> {
   const rec: RunRecord = { row: row.id, target, round, ok: false };
-  if (skipReason !== undefined) return { ...rec, error: skipReason };
+  if (unavailable !== undefined) return { ...rec, error: unavailable };
   const t0 = performance.now();
   let cluster: BenchCluster | undefined;
   try {
@@ -217,15 +221,16 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   const info = machine();
   const runs: RunRecord[] = [];
-  // Why a target is skipped from now on: it could not be built, or its cluster did not start.
-  const skip = new Map<Target, string>();
-  if (buildError !== undefined) skip.set("etcetera", buildError);
   for (let round = 1; round <= opts.rounds; round++) {
     const order = round % 2 === 1 ? targets : [...targets].reverse();
     for (const target of order) {
       for (const row of rows) {
-        const rec = await runOne(target, row, round, opts, skip.get(target));
-        if (rec.startFailed === true && !skip.has(target)) skip.set(target, `skipped after an earlier start failure: ${(rec.error ?? "").split("\n")[0]}`);
+        const unavailable = target === "etcetera" ? buildError : undefined;
+        const rec = await withStartRetries(
+          () => runOne(target, row, round, opts, unavailable),
+          undefined,
+          (failed, n) => log(`round ${round} ${target} ${row.id}: start ${n} failed, starting a fresh cluster: ${(failed.error ?? "").split("\n")[0]}`),
+        );
         runs.push(rec);
         log(
           `round ${round} ${target.padEnd(8)} ${row.id.padEnd(20)} ` +
@@ -237,6 +242,12 @@ async function main(): Promise<void> {
     }
   }
   const summary = summarizeRows(rows, runs);
+  let refusal: string | undefined;
+  try {
+    assertEqualRounds(summary);
+  } catch (e) {
+    refusal = e instanceof Error ? e.message : String(e);
+  }
   const stamp = startedAt.toISOString().replace(/[:]/g, "-").replace(/\.\d+Z$/, "Z");
   mkdirSync(opts.outDir, { recursive: true });
   const warmNote = opts.warmup === 0 ? "no warm-up" : opts.warmup !== undefined ? `${opts.warmup}-request warm-up per run` : `${DEFAULT_WARMUP_REQUESTS}-request warm-up per run`;
@@ -244,12 +255,17 @@ async function main(): Promise<void> {
   const md =
     `### etcetera vs etcd (${startedAt.toISOString().slice(0, 10)}, ${subtitle})\n\n` +
     markdownTable(summary) +
-    `\nRatios are etcetera / etcd (req/s: higher is better; p99: lower is better). Peak RSS is VmHWM per member, largest first.\n`;
+    `\nRatios are etcetera / etcd (req/s: higher is better; p99: lower is better). (n): rounds each median is taken over. Peak RSS is VmHWM per member, largest first. Every run: \`${relative(ROOT, join(opts.outDir, stamp))}.json\`.\n`;
   const svg = svgChart(summary, subtitle);
   const wallSec = (Date.now() - startedAt.getTime()) / 1000;
-  const json = { startedAt: startedAt.toISOString(), wallSec, options: opts, machine: info, rows, runs, summary };
+  const json = { startedAt: startedAt.toISOString(), wallSec, options: opts, machine: info, rows, runs, summary, ...(refusal !== undefined ? { refusal } : {}) };
   const base = join(opts.outDir, stamp);
   writeFileSync(`${base}.json`, JSON.stringify(json, null, 2) + "\n");
+  if (refusal !== undefined) {
+    log(`wrote ${base}.json (every run); no table: ${refusal}`);
+    process.exitCode = 1;
+    return;
+  }
   writeFileSync(`${base}.md`, md);
   writeFileSync(`${base}.svg`, svg);
   writeFileSync(join(opts.outDir, "latest.md"), md);
@@ -259,7 +275,7 @@ async function main(): Promise<void> {
 }
 
 main().then(
-  () => process.exit(0),
+  () => process.exit(process.exitCode ?? 0),
   (e: unknown) => {
     process.stderr.write(`compare: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
     process.exit(1);

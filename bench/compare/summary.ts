@@ -21,6 +21,10 @@ export interface RunRecord {
   wallSec?: number;
   /** The cluster itself did not come up (as opposed to the benchmark failing). */
   startFailed?: boolean;
+  /** Clusters started for this run (a start that failed is retried: attempts.ts). */
+  attempts?: number;
+  /** First lines of the errors of the starts that failed before this record's attempt. */
+  earlierStartErrors?: string[];
 }
 
 export interface TargetSummary {
@@ -84,4 +88,29 @@ export function summarizeRows(rows: ReadonlyArray<{ id: string; title: string }>
     }
     return out;
   });
+}
+
+/**
+ * The cells a table may compare: every target of every row holds the same number of successful
+ * rounds. Otherwise a median of 2 would sit beside a median of 3 under one heading (it did:
+ * issue 13). Returns the common round count; throws with every cell that differs.
+ */
+export function assertEqualRounds(rows: readonly RowSummary[]): number {
+  const cells = rows.flatMap((r) =>
+    (["etcd", "etcetera"] as const).flatMap((t) => {
+      const s = r[t];
+      return s === undefined ? [] : [{ cell: `${r.row} ${t}`, rounds: s.rounds, failed: s.failed, error: s.firstError }];
+    }),
+  );
+  if (cells.length === 0) throw new Error("no cells to compare");
+  const most = Math.max(...cells.map((c) => c.rounds));
+  if (most === 0) throw new Error(`every run failed: ${cells[0]?.error ?? "?"}`);
+  const short = cells.filter((c) => c.rounds !== most);
+  if (short.length > 0) {
+    throw new Error(
+      `refusing to print a table of unequal round counts (most cells hold ${most}): ` +
+        short.map((c) => `${c.cell} n=${c.rounds}${c.failed > 0 ? ` (${c.failed} failed: ${(c.error ?? "").split("\n")[0]})` : ""}`).join("; "),
+    );
+  }
+  return most;
 }

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { seedMatrix } from "../../bench/compare/matrix.js";
 import { markdownTable, svgChart } from "../../bench/compare/render.js";
-import { type RunRecord, median, summarizeRows } from "../../bench/compare/summary.js";
+import { START_ATTEMPTS_MAX, withStartRetries } from "../../bench/compare/attempts.js";
+import { type RunRecord, assertEqualRounds, median, summarizeRows } from "../../bench/compare/summary.js";
 import { leastSquares, solveLinear } from "../../bench/memory/fit.js";
 
 const MB = 1024 * 1024;
@@ -54,7 +55,7 @@ describe("compare summary", () => {
     const md = markdownTable(summarizeRows(rows, runs));
     const lines = md.trim().split("\n");
     expect(lines).toHaveLength(4);
-    expect(lines[2]).toContain("| 44,341 | 50,000 | 1.13× | 22.0 / 40.0 | 20.0 / 30.0 | 0.75× | 50 / 40 / 40 | 50 / 40 / 40 |");
+    expect(lines[2]).toContain("| 44,341 (1) | 50,000 (1) | 1.13× | 22.0 / 40.0 | 20.0 / 30.0 | 0.75× | 50 / 40 / 40 | 50 / 40 / 40 |");
   });
 
   it("SVG chart is well-formed and carries every row, value and ratio", () => {
@@ -85,6 +86,56 @@ describe("compare summary", () => {
     expect(full[2]!.args).not.toContain("--target-leader");
     expect(full[1]!.total).toBe(100_000);
     expect(seedMatrix({ quick: true })[1]!.total).toBe(10_000);
+  });
+});
+
+describe("compare: equal rounds, n per cell, start retries", () => {
+  const rows = [{ id: "a", title: "A" }, { id: "b", title: "B" }];
+  const full = (target: "etcd" | "etcetera", row: string) => [1, 2, 3].map((round) => run({ row, target, round }));
+
+  it("a table whose cells hold equal round counts passes and shows n beside each req/s", () => {
+    const summary = summarizeRows(rows, [...full("etcd", "a"), ...full("etcetera", "a"), ...full("etcd", "b"), ...full("etcetera", "b")]);
+    expect(assertEqualRounds(summary)).toBe(3);
+    const md = markdownTable(summary);
+    expect(md).toContain("| etcd req/s (n) | etcetera req/s (n) |");
+    expect(md).toContain("| 100 (3) | 100 (3) |");
+  });
+
+  it("refuses a table where one cell holds fewer rounds (the 2-of-3 table of 2026-11-30)", () => {
+    const runs = [...full("etcd", "a"), ...full("etcetera", "a"), ...full("etcd", "b"), ...full("etcetera", "b").slice(0, 2), run({ row: "b", target: "etcetera", round: 3, ok: false, error: "cluster did not start\nmore" })];
+    const summary = summarizeRows(rows, runs);
+    expect(() => assertEqualRounds(summary)).toThrow(/unequal round counts \(most cells hold 3\): b etcetera n=2 \(1 failed: cluster did not start\)$/);
+    expect(markdownTable(summary)).toContain("| 100 (2) |");
+  });
+
+  it("refuses a table where every run failed", () => {
+    const summary = summarizeRows(rows.slice(0, 1), [run({ row: "a", target: "etcd", round: 1, ok: false, error: "x" })]);
+    expect(() => assertEqualRounds(summary)).toThrow(/every run failed: x/);
+  });
+
+  it("a failed start is retried on a fresh cluster up to the bound; the record says how many attempts", async () => {
+    const calls: number[] = [];
+    const retried: number[] = [];
+    const startFail = (n: number): RunRecord => ({ row: "a", target: "etcetera", round: 3, ok: false, startFailed: true, error: `duplicate url ${n}\nlog` });
+    const ok = await withStartRetries(
+      async (n) => (calls.push(n), n < 3 ? startFail(n) : run({ row: "a", target: "etcetera", round: 3 })),
+      3,
+      (_rec, n) => retried.push(n),
+    );
+    expect(calls).toEqual([1, 2, 3]);
+    expect(retried).toEqual([1, 2]);
+    expect(ok).toMatchObject({ ok: true, attempts: 3, earlierStartErrors: ["duplicate url 1", "duplicate url 2"] });
+
+    const gaveUp = await withStartRetries(async (n) => startFail(n), START_ATTEMPTS_MAX);
+    expect(gaveUp).toMatchObject({ ok: false, startFailed: true, attempts: START_ATTEMPTS_MAX });
+    expect(START_ATTEMPTS_MAX).toBeGreaterThan(1);
+  });
+
+  it("a run that started and then failed is a result, not retried", async () => {
+    let calls = 0;
+    const rec = await withStartRetries(async () => (calls++, { row: "a", target: "etcd", round: 1, ok: false, error: "member died" }));
+    expect(calls).toBe(1);
+    expect(rec).toMatchObject({ ok: false, attempts: 1 });
   });
 });
 

@@ -266,9 +266,5 @@ export function frame(message: Buffer, compressed = false): Buffer {
   return out;
 }
 
-/** Reads the seed of a randomized test from SEED or makes one, and prints it. */
-export function seedFor(name: string): number {
-  const seed = process.env.SEED ? Number(process.env.SEED) : Math.floor(Math.random() * 2 ** 31);
-  console.log(`[${name}] SEED=${seed}`);
-  return seed;
-}
+/** The seed of a randomized test (test/seed.ts). */
+export { testSeed as seedFor } from "../seed.js";

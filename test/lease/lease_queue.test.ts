@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { LeaseQueue } from "../../src/lease/lease_queue.js";
+import { testSeed } from "../seed.js";
 
 interface Item {
   id: number;
@@ -8,7 +9,7 @@ interface Item {
   index: number;
 }
 
-const SEED = Number(process.env.SEED ?? Date.now() % 2 ** 31);
+const SEED = testSeed("lease_queue");
 
 function queue(): LeaseQueue<Item> {
   return new LeaseQueue<Item>({
@@ -31,7 +32,6 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 
 describe("LeaseQueue", () => {
   it(`behaves as a keyed set ordered by key (seed ${SEED}, replay with SEED=...)`, () => {
-    console.log(`lease_queue property seed: ${SEED}`);
     fc.assert(
       fc.property(fc.array(opArb, { maxLength: 200, size: "max" }), (ops) => {
         const q = queue();

@@ -7,8 +7,9 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { LeaseExistsError, LeaseNotFoundError, LessorNotPrimaryError } from "../../src/lease/errors.js";
 import { dec, enc, fixture } from "./harness.js";
+import { testSeed } from "../seed.js";
 
-const SEED = Number(process.env.SEED ?? Date.now() % 2 ** 31);
+const SEED = testSeed("lessor model");
 const RETRY_MS = 3000;
 const MIN_TTL = 2;
 
@@ -59,7 +60,6 @@ function expectThrows(fn: () => unknown, type: new () => Error): void {
 
 describe("lessor against a reference model", () => {
   it(`random operation sequences (seed ${SEED}, replay with SEED=...)`, () => {
-    console.log(`lessor model seed: ${SEED}`);
     fc.assert(
       fc.property(fc.array(opArb, { minLength: 20, maxLength: 120, size: "max" }), (ops) => {
         const f = fixture({ minLeaseTtlSec: MIN_TTL, expiredLeaseRetryIntervalMs: RETRY_MS });

@@ -21,12 +21,8 @@ export function openStore(dir: string, opts: Partial<KvStoreOptions> = {}): KvSt
   return KvStore.open({ path: path.join(dir, 'db.sqlite'), compactionSleepMs: 0, ...opts });
 }
 
-/** A seed from SEED, or a fresh one; printed so any failure can be replayed. */
-export function seedFor(name: string): number {
-  const seed = process.env.SEED !== undefined ? Number(process.env.SEED) : Math.floor(Math.random() * 2 ** 31);
-  console.log(`[${name}] seed=${seed} (replay with SEED=${seed})`);
-  return seed;
-}
+/** The seed of a randomized test (test/seed.ts). */
+export { testSeed as seedFor } from "../seed.js";
 
 export function plainKv(kv: KeyValue): { key: string; value: string; createRevision: number; modRevision: number; version: number; lease: number } {
   return {

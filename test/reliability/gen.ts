@@ -175,7 +175,3 @@ function shuffled<T>(r: Rng, xs: readonly T[]): T[] {
   return a;
 }
 
-export function seedFromEnv(): number {
-  const s = process.env.SEED;
-  return s !== undefined && s !== "" ? Number(s) : Math.floor(Math.random() * 2 ** 31);
-}

@@ -7,7 +7,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { linearizableHistory, mutate, rng, seedFromEnv, type Mutation } from "./gen.js";
+import { testSeed } from "../seed.js";
+import { linearizableHistory, mutate, rng, type Mutation } from "./gen.js";
 import { HistoryRecorder, type History, type KvOp, type KvResult, type Operation } from "./history.js";
 import { checkRevisionOrder } from "./kv_model.js";
 import { checkKvHistory, searchPartition } from "./linearizability.js";
@@ -185,8 +186,7 @@ describe("known non-linearizable histories are caught", () => {
 
 describe("shrinking and reports", () => {
   it("shrinks a long history to the few operations of the violation and writes text, JSON, HTML", () => {
-    const seed = seedFromEnv();
-    console.log(`shrink test seed=${seed}`);
+    const seed = testSeed("linearizability shrink");
     const h = linearizableHistory(rng(seed), { clients: 4, opsPerClient: 40, keys: 1, unknownRate: 0 });
     const bad = mutate(rng(seed), h, "stale-read");
     expect(bad).toBeDefined();
@@ -210,9 +210,8 @@ afterAll(() => {
 });
 
 describe("randomized histories", () => {
-  const seed = seedFromEnv();
+  const seed = testSeed("linearizability randomized");
   it(`histories generated from a sequential execution pass (seed=${seed})`, () => {
-    console.log(`random linearizable seed=${seed}`);
     const r = rng(seed);
     for (let i = 0; i < 40; i++) {
       const h = linearizableHistory(r, { clients: 2 + (i % 4), opsPerClient: 30, keys: 1 + (i % 3), unknownRate: 0.08 });
@@ -222,7 +221,6 @@ describe("randomized histories", () => {
   });
 
   it(`mutated histories are caught (seed=${seed})`, () => {
-    console.log(`mutation seed=${seed}`);
     const r = rng(seed ^ 0x5bd1e995);
     const kinds: Mutation[] = ["stale-read", "value-never-written", "revision-backwards", "lost-update", "wrong-mod-revision"];
     let tried = 0;

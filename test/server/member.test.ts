@@ -3,9 +3,9 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/server/config.js";
 import { computeClusterId, computeMemberId, formatId, ID_BITS, initialClusterInfo, parseId } from "../../src/server/member.js";
+import { testSeed } from "../seed.js";
 
-const SEED = Number(process.env.SEED ?? Date.now() % 2 ** 31);
-console.log(`member: SEED=${SEED} (replay with SEED=${SEED})`);
+const SEED = testSeed("member");
 
 /** etcd's full 64-bit member id, as a hex string. */
 function etcdMemberIdHex(urls: string[], token: string): string {

@@ -6,9 +6,9 @@ import { Transport } from "../../src/server/transport/transport.js";
 import { encodeHello, encodeHelloOk, ConnectionKind, PROTOCOL_VERSION } from "../../src/server/transport/protocol.js";
 import { encodeFrame, FrameKind } from "../../src/server/transport/frame.js";
 import { captureLogger, connectAll, msg, type Node, startNode, waitFor } from "./transport_helpers.js";
+import { testSeed } from "../seed.js";
 
-const SEED = Number(process.env.SEED ?? Date.now() % 2 ** 31);
-console.log(`transport: SEED=${SEED} (replay with SEED=${SEED})`);
+const SEED = testSeed("transport");
 let rngState = SEED;
 function rand(): number {
   // xorshift32: deterministic garbage for the fuzz-ish tests

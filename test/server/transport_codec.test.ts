@@ -14,9 +14,9 @@ import {
   encodeSnapBegin,
   PROTOCOL_VERSION,
 } from "../../src/server/transport/protocol.js";
+import { testSeed } from "../seed.js";
 
-const SEED = Number(process.env.SEED ?? Date.now() % 2 ** 31);
-console.log(`transport_codec: SEED=${SEED} (replay with SEED=${SEED})`);
+const SEED = testSeed("transport_codec");
 const fcParams = { seed: SEED, numRuns: 200 };
 
 const id = fc.integer({ min: 0, max: 2 ** 52 - 1 });

@@ -14,7 +14,7 @@ import { WalCorruptionError } from "../../src/wal/errors.js";
 import type { WalLogger } from "../../src/wal/logger.js";
 import { RecordType, readEntryPayload } from "../../src/wal/record.js";
 import { WAL } from "../../src/wal/wal.js";
-import { isIntact, makeEntries, makeTmpDir, prng, removeDir, seedFromEnv, walFiles } from "./helpers.js";
+import { isIntact, makeEntries, makeTmpDir, prng, removeDir, testSeed, walFiles } from "./helpers.js";
 
 const OPTS = { segmentSizeBytes: 2048 };
 const SNAP0 = { index: 0, term: 0 };
@@ -145,8 +145,7 @@ describe("WAL corruption handling", () => {
   }
 
   it("flips random bytes: repair of the last record only, otherwise an error naming file and offset", async () => {
-    const seed = seedFromEnv(Date.now() % 1_000_000);
-    console.log(`corruption flip seed ${seed} (replay with SEED=${seed})`);
+    const seed = testSeed("wal corruption: flips");
     const rand = prng(seed);
     let errors = 0;
     let repairs = 0;
@@ -186,8 +185,7 @@ describe("WAL corruption handling", () => {
   });
 
   it("truncates files at random offsets: tail repair in the last segment, otherwise an error naming the file", async () => {
-    const seed = seedFromEnv(Date.now() % 1_000_000) + 1;
-    console.log(`corruption truncate seed ${seed} (replay with SEED=${seed - 1})`);
+    const seed = testSeed("wal corruption: truncations");
     const rand = prng(seed);
     let errors = 0;
     let repairs = 0;
@@ -222,8 +220,7 @@ describe("WAL corruption handling", () => {
   });
 
   it("tears the last segment at random offsets (a write cut short): always repaired, the prefix kept", async () => {
-    const seed = seedFromEnv(Date.now() % 1_000_000) + 2;
-    console.log(`corruption tear seed ${seed} (replay with SEED=${seed - 2})`);
+    const seed = testSeed("wal corruption: tears");
     const rand = prng(seed);
     const seg = lastSeg();
     const headerEnd = seg.records[1]!.end;

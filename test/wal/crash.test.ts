@@ -1,11 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { runCrashCycles } from "./crash-harness.js";
-import { seedFromEnv } from "./helpers.js";
+import { testSeed } from "./helpers.js";
 
 describe("WAL crash safety (SIGKILL)", () => {
   it("keeps every acknowledged entry and invents nothing across 50 kills", async () => {
-    const seed = seedFromEnv(Date.now() % 1_000_000);
-    console.log(`crash test seed ${seed} (replay with SEED=${seed})`);
+    const seed = testSeed("wal crash");
     const r = await runCrashCycles({ kills: 50, seed });
     console.log(`crash test: ${r.kills} kills survived, ${r.ackedSaves} acknowledged saves, ${r.tornRecoveries} recoveries kept unacknowledged data, ${r.tornTails} kills left a torn tail, ${r.repairs} repaired by the restarted child, last index ${r.lastIndex}, ${r.snapshots} snapshot markers`);
     expect(r.kills).toBe(50);

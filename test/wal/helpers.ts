@@ -42,10 +42,8 @@ export function isIntact(e: Entry): boolean {
 /** mulberry32 (test/prng.ts). */
 export const prng = mulberry32;
 
-export function seedFromEnv(fallback: number): number {
-  const s = process.env.SEED;
-  return s ? Number.parseInt(s, 10) : fallback;
-}
+/** The seed of a randomized test (test/seed.ts). */
+export { testSeed } from "../seed.js";
 
 export function walFiles(dir: string): string[] {
   return fs.readdirSync(dir).filter((f) => f.endsWith(".wal")).sort();
