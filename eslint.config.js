@@ -22,4 +22,11 @@ export default tseslint.config(
       "no-restricted-globals": ["error", "setTimeout", "setInterval", "setImmediate", "Date", "performance", "process"],
     },
   },
+  {
+    // The backend is the bottom of the house: the stores use it, it imports none of them (nor the server).
+    files: ["src/backend/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: ["../*/**"] }],
+    },
+  },
 );

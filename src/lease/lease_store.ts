@@ -4,11 +4,15 @@
  * member becomes leader. Attached keys are not stored either: the MVCC store re-attaches them from
  * its key-values at startup.
  *
- * Statements run on the caller's handle, so inside the MVCC backend they fall into its batched
- * transaction together with the key deletions of a revoke and the consistent index.
+ * Writes go through the backend's counted handle, so inside a member's backend they fall into its
+ * batched transaction together with the key deletions of a revoke and the consistent index, and
+ * count toward its batch limit.
  */
-import type { Statement } from "better-sqlite3";
+import { BatchTx, type ReadStatement, type WriteStatement } from "../backend/batch_tx.js";
 import type { LeaseDatabase, LeaseId } from "./types.js";
+
+/** The lease table, registered with the backend. */
+export const LEASE_SCHEMA = "CREATE TABLE IF NOT EXISTS lease (id INTEGER PRIMARY KEY, ttl INTEGER NOT NULL, remaining_ttl INTEGER NOT NULL DEFAULT 0)";
 
 export interface LeaseRow {
   id: LeaseId;
@@ -23,29 +27,32 @@ interface RawLeaseRow {
 }
 
 export class LeaseStore {
-  private readonly putStmt: Statement<[number, number, number]>;
-  private readonly deleteStmt: Statement<[number]>;
-  private readonly allStmt: Statement<[], RawLeaseRow>;
+  private readonly putStmt: WriteStatement<[number, number, number]>;
+  private readonly deleteStmt: WriteStatement<[number]>;
+  private readonly allStmt: ReadStatement<[], RawLeaseRow>;
 
-  /** `noteWrites` tells the MVCC backend about each write, so its batch-size limit counts them. */
-  constructor(
-    db: LeaseDatabase,
-    private readonly noteWrites: (n: number) => void = () => {},
-  ) {
-    db.exec("CREATE TABLE IF NOT EXISTS lease (id INTEGER PRIMARY KEY, ttl INTEGER NOT NULL, remaining_ttl INTEGER NOT NULL DEFAULT 0)");
-    this.putStmt = db.prepare("INSERT OR REPLACE INTO lease (id, ttl, remaining_ttl) VALUES (?, ?, ?)");
-    this.deleteStmt = db.prepare("DELETE FROM lease WHERE id = ?");
-    this.allStmt = db.prepare<[], RawLeaseRow>("SELECT id, ttl, remaining_ttl FROM lease ORDER BY id");
+  constructor(tx: BatchTx) {
+    this.putStmt = tx.write("INSERT OR REPLACE INTO lease (id, ttl, remaining_ttl) VALUES (?, ?, ?)");
+    this.deleteStmt = tx.write("DELETE FROM lease WHERE id = ?");
+    this.allStmt = tx.read("SELECT id, ttl, remaining_ttl FROM lease ORDER BY id");
+  }
+
+  /**
+   * The table on a bare SQLite handle (tests, tools), created if missing; `noteWrites` hears of
+   * each write, as a backend's batch counter would.
+   */
+  static onDatabase(db: LeaseDatabase, noteWrites: (n: number) => void = () => {}): LeaseStore {
+    const tx = new BatchTx(db, noteWrites);
+    tx.ensureSchema(LEASE_SCHEMA);
+    return new LeaseStore(tx);
   }
 
   put(row: LeaseRow): void {
     this.putStmt.run(row.id, row.ttlSec, row.remainingTtlSec);
-    this.noteWrites(1);
   }
 
   delete(id: LeaseId): void {
     this.deleteStmt.run(id);
-    this.noteWrites(1);
   }
 
   /** Visits every stored lease, validated: a corrupt row is an error, never a silently wrong lease. */

@@ -21,7 +21,9 @@ import { LeaseExistsError, LeaseIdOutOfRangeError, LeaseNotFoundError, LeaseTtlT
 import { FOREVER, Lease, keyFromString, keyToString } from "./lease.js";
 import { LeaseIdGenerator, isValidLeaseId } from "./lease_id.js";
 import { LeaseQueue } from "./lease_queue.js";
-import { LeaseStore } from "./lease_store.js";
+import type { Backend } from "../backend/backend.js";
+import type { BatchTx } from "../backend/batch_tx.js";
+import { LEASE_SCHEMA, LeaseStore } from "./lease_store.js";
 import { lessorMetrics, type LessorMetrics } from "./metrics.js";
 import { DEFAULT_MIN_LEASE_TTL_SEC, MAX_LEASE_TTL_SEC } from "./ttl.js";
 import type {
@@ -51,11 +53,16 @@ const MS_PER_SEC = 1000;
 const ID_ATTEMPTS_MAX = 1024;
 
 export interface LessorOptions {
-  /** SQLite handle holding the `lease` table (created if missing). */
-  db: LeaseDatabase;
+  /**
+   * The member's backend: the lessor registers the `lease` table there, writes through its
+   * counted handle and reloads when a snapshot restore replaces it.
+   */
+  backend?: Backend;
+  /** Otherwise a bare SQLite handle holding the `lease` table (created if missing): tests, tools. */
+  db?: LeaseDatabase;
   /** Monotonic milliseconds; the only source of time. */
   now: Clock;
-  /** Called with the number of rows written through `db` (the MVCC backend's noteWrites, for its batch limit). */
+  /** With `db`: called with the number of rows written through it (a batch counter). */
   noteWrites?: (n: number) => void;
   /** Deletes a revoked lease's keys; may also be set later with setRangeDeleter (the store is built after the lessor). */
   rangeDeleter?: RangeDeleter;
@@ -102,7 +109,7 @@ export class Lessor implements LeaseHooks {
   private readonly checkpointPersist: boolean;
   private readonly ids: LeaseIdGenerator;
   private readonly metrics: LessorMetrics;
-  private store: LeaseStore;
+  private store!: LeaseStore;
   private readonly noteWrites: ((n: number) => void) | undefined;
   private rangeDeleter: RangeDeleter | undefined;
   private primary = false;
@@ -145,8 +152,14 @@ export class Lessor implements LeaseHooks {
     this.ids = new LeaseIdGenerator(options.memberId ?? 0, options.idSeedMs ?? 0);
     this.metrics = lessorMetrics(options.registry);
     this.noteWrites = options.noteWrites;
-    this.store = new LeaseStore(options.db, this.noteWrites);
-    this.load();
+    if (options.backend !== undefined) {
+      // Registering loads the leases now; a snapshot restore reloads them before the mvcc store re-attaches keys.
+      options.backend.register({ name: "lease", schema: LEASE_SCHEMA, recover: (tx) => this.recoverFrom(tx) });
+    } else {
+      if (options.db === undefined) throw new TypeError("the lessor needs a backend or a db");
+      this.store = LeaseStore.onDatabase(options.db, this.noteWrites);
+      this.load();
+    }
   }
 
   setRangeDeleter(rangeDeleter: RangeDeleter): void {
@@ -260,7 +273,17 @@ export class Lessor implements LeaseHooks {
    * If this member is primary, the reloaded leases start their clocks now.
    */
   recover(db?: LeaseDatabase): void {
-    if (db !== undefined) this.store = new LeaseStore(db, this.noteWrites);
+    if (db !== undefined) this.store = LeaseStore.onDatabase(db, this.noteWrites);
+    this.reload();
+  }
+
+  /** The backend (re)opened its file: the lease table on the new handle, every lease reloaded. */
+  private recoverFrom(tx: BatchTx): void {
+    this.store = new LeaseStore(tx);
+    this.reload();
+  }
+
+  private reload(): void {
     this.expiryQueue.clear();
     this.checkpointQueue.clear();
     this.pendingClears.clear();

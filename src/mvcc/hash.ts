@@ -4,7 +4,8 @@
  * whatever their compaction progress.
  */
 
-import type { Backend, KvRow } from './backend.js';
+import type { BatchTx } from '../backend/batch_tx.js';
+import type { KvBackend, KvRow } from './kv_backend.js';
 import { Crc32c } from './crc32c.js';
 import { revMain, revToBytes } from './revision.js';
 
@@ -52,7 +53,7 @@ export class HashKvAccumulator {
   }
 }
 
-export function hashKvRevisions(backend: Backend, rev: number, compactRev: number, keep: Set<number>): number {
+export function hashKvRevisions(backend: KvBackend, rev: number, compactRev: number, keep: Set<number>): number {
   const acc = new HashKvAccumulator(rev, compactRev, keep);
   for (const row of backend.allRows()) {
     if (revMain(row.rev) > rev) break;
@@ -64,17 +65,14 @@ export function hashKvRevisions(backend: Backend, rev: number, compactRev: numbe
 /** Meta entries that legitimately differ between members (apply position, compaction progress). */
 const IGNORED_META = new Set(['consistent_index', 'term', 'compact_cursor_rev', 'compact_cursor_key']);
 
-/** Hash of the whole backend: every table, rows in primary key order. */
-export function hashBackend(backend: Backend): number {
+/** Hash of the whole backend (every store's tables, read through its handle), rows in primary key order. */
+export function hashBackend(tx: BatchTx): number {
   const h = new Crc32c();
-  const tables = backend.db
-    .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
-    .pluck()
-    .all() as string[];
+  const tables = tx.read<[], string>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name", 'pluck').all();
   for (const t of tables) {
     h.update(Buffer.from(t));
-    const stmt = backend.db.prepare(`SELECT * FROM "${t.replaceAll('"', '""')}"`).raw();
-    for (const row of stmt.iterate() as IterableIterator<unknown[]>) {
+    const stmt = tx.read<[], unknown[]>(`SELECT * FROM "${t.replaceAll('"', '""')}"`, 'raw');
+    for (const row of stmt.iterate()) {
       if (t === 'meta' && IGNORED_META.has(row[0] as string)) continue;
       for (const v of row) {
         if (v === null) h.update(Buffer.from([0]));

@@ -1,13 +1,13 @@
 /**
  * Public surface of the mvcc package (what the server and the lessor use).
  *
- *   const kv = KvStore.open({ path, leases });        // rebuilds index, resumes compaction
+ *   const kv = KvStore.open({ backend, leases });     // registers kv+meta, rebuilds index, resumes compaction
  *   const watchable = new WatchableStore(kv);
  *   kv.apply(index, term, { put | deleteRange | txn | compaction | range })  // null if already applied
  *   kv.markApplied(index, term)                        // non-kv entries; false → skip the entry
  *   kv.range(req)                                      // serializable / linearizable local reads
  *   kv.deleteKeys(keys)                                // lease revoke: one revision
- *   kv.db / kv.noteWrites(n)                           // lessor tables in the batch transaction
+ *   (KvStore.open({ path }) opens a backend of its own: tests and tools)
  *   watchable.watchStream() → watch/cancel/requestProgress, next() / for await / setHandler
  */
 export * from './types.js';

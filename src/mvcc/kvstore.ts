@@ -12,9 +12,11 @@
  */
 
 import fs from 'node:fs';
-import { Backend, type BackendOptions, installSnapshotFile } from './backend.js';
+import { Backend, type BackendOptions } from '../backend/backend.js';
+import type { BatchTx } from '../backend/batch_tx.js';
 import { ErrClosed, ErrCompacted, ErrFutureRev, ErrLeaseNotFound, invariant, MvccError } from './errors.js';
 import { HashKvAccumulator, hashBackend, hashKvRevisions } from './hash.js';
+import { KV_SCHEMA, KvBackend } from './kv_backend.js';
 import {
   META_FINISHED_COMPACT,
   META_SCHEDULED_COMPACT,
@@ -54,8 +56,10 @@ export const META_CONSISTENT_INDEX = 'consistent_index';
 export const META_TERM = 'term';
 
 export interface KvStoreOptions extends BackendOptions {
-  /** SQLite database file. */
-  path: string;
+  /** The member's backend: the store registers its tables there (the server's way). */
+  backend?: Backend;
+  /** Otherwise, a SQLite database file the store opens a backend of its own on (tests, tools). */
+  path?: string;
   /** The lessor's hooks; may also be set later with setLeaseHooks. */
   leases?: LeaseHooks;
   /** Keys per compaction batch. etcd: 1,000. */
@@ -101,7 +105,9 @@ const RANGE_READ_ATTEMPTS_MAX = 3;
 
 export class KvStore implements StoreCore {
   readonly index = new TreeIndex();
-  backend: Backend;
+  /** The kv and meta tables (the same object across snapshot restores). */
+  readonly backend: KvBackend;
+  private readonly shared: Backend;
   leases: LeaseHooks;
   currentRev = 1;
   compactMainRev = -1;
@@ -116,13 +122,26 @@ export class KvStore implements StoreCore {
   /** Main revisions of the sliced reads in progress (a multiset): compactions above them wait. */
   private readonly readPins = new Map<number, number>();
   private readonly restoreListeners: (() => void)[] = [];
+  private readonly restoredListeners: (() => void)[] = [];
   private readonly opts: KvStoreOptions;
 
   private constructor(opts: KvStoreOptions) {
     this.opts = opts;
     this.leases = opts.leases ?? NO_LEASES;
-    this.backend = Backend.open(opts.path, opts);
-    this.restore();
+    if (opts.backend !== undefined) {
+      this.shared = opts.backend;
+      this.backend = new KvBackend(this.shared);
+    } else {
+      invariant(opts.path !== undefined, 'kv store needs a backend or a path');
+      this.shared = Backend.open(opts.path, opts);
+      this.backend = new KvBackend(this.shared, true);
+    }
+    this.shared.register({
+      name: 'mvcc',
+      schema: KV_SCHEMA,
+      recover: (tx) => this.recover(tx),
+      preCommit: () => this.persistConsistentIndex(),
+    });
   }
 
   /** Writes the consistent index and term into the batch about to commit. */
@@ -131,15 +150,32 @@ export class KvStore implements StoreCore {
     this.backend.setMeta(META_TERM, this.term);
   }
 
-  /** Opens (or creates) the store at opts.path, rebuilding the index and resuming any compaction. */
+  /** Opens (or creates) the store in opts.backend or at opts.path, rebuilding the index and resuming any compaction. */
   static open(opts: KvStoreOptions): KvStore {
     return new KvStore(opts);
+  }
+
+  /**
+   * The backend opened its file (at registration) or replaced it with a snapshot: the tables are
+   * bound to the new handle and the whole in-memory state is rebuilt from them. Jobs and sliced
+   * reads of the previous file stop at their next step (epoch).
+   */
+  private recover(tx: BatchTx): void {
+    this.backend.bind(tx);
+    this.epoch++;
+    this.index.clear();
+    this.currentRev = 1;
+    this.compactMainRev = -1;
+    this.compactionChain = Promise.resolve();
+    // Listeners (a lessor of a standalone store) reload first, so the rebuild can re-attach leased keys.
+    for (const l of this.restoreListeners) l();
+    this.restore();
+    for (const l of this.restoredListeners) l();
   }
 
   /** etcd store.restore: rebuild the index from every stored revision. */
   private restore(): void {
     const b = this.backend;
-    b.setPreCommit(() => this.persistConsistentIndex());
     this.ci = b.metaNumber(META_CONSISTENT_INDEX);
     this.term = b.metaNumber(META_TERM);
     const finished = b.metaNumber(META_FINISHED_COMPACT);
@@ -195,7 +231,7 @@ export class KvStore implements StoreCore {
   }
 
   private hasMeta(name: string): boolean {
-    return this.backend.db.prepare('SELECT 1 FROM meta WHERE name = ? AND value IS NOT NULL').pluck().get(name) !== undefined;
+    return this.backend.hasMeta(name);
   }
 
   private assertOpen(): void {
@@ -221,14 +257,17 @@ export class KvStore implements StoreCore {
     return this.term;
   }
 
-  /** The better-sqlite3 Database; writes through it join the batch transaction. Call `noteWrites` to count them. */
-  get db(): Backend['db'] {
-    return this.backend.db;
+  /**
+   * The backend's bare connection, for tests and tools on a store of its own. Stores in a
+   * member's backend do not use it: they register with the backend and write through its handle.
+   */
+  get db(): Backend['connection'] {
+    return this.shared.connection;
   }
 
-  /** Tells the backend about writes made through `db` so the 10,000-write batch limit sees them. */
+  /** Counts writes made through `db` toward the backend's batch limit (see `db`). */
   noteWrites(n: number): void {
-    this.backend.noteWrites(n);
+    this.backend.handle.countWrites(n);
   }
 
   /** Plugs in the lessor; keys found with leases at startup are attached to it now. */
@@ -283,7 +322,7 @@ export class KvStore implements StoreCore {
     this.ci = index;
     this.term = term;
     // Persisted by the pre-commit hook, in the same transaction as the changes it covers.
-    this.backend.noteWrites(1);
+    this.backend.handle.countWrites(1);
     return true;
   }
 
@@ -440,6 +479,7 @@ export class KvStore implements StoreCore {
     const result = { revision: this.currentRev, compactRevision: this.compactRevision() };
     const acc = new HashKvAccumulator(at, compactRev, this.index.keep(at));
     const backend = this.backend;
+    const epoch = this.epoch;
     this.hashing++;
     try {
       let from = 0;
@@ -450,7 +490,7 @@ export class KvStore implements StoreCore {
         from = rows[rows.length - 1]!.rev + 1;
         await new Promise((r) => setImmediate(r));
         this.assertOpen();
-        invariant(backend === this.backend, 'backend replaced during HashKV');
+        invariant(epoch === this.epoch, 'backend replaced during HashKV');
       }
     } finally {
       this.hashing--;
@@ -461,26 +501,26 @@ export class KvStore implements StoreCore {
   /** etcd Hash: the whole backend (every table) except apply-position bookkeeping. */
   hash(): { hash: number; revision: number } {
     this.assertOpen();
-    return { hash: hashBackend(this.backend), revision: this.currentRev };
+    return { hash: hashBackend(this.backend.handle), revision: this.currentRev };
   }
 
   /** Writes the backend as one SQLite file (online backup); applies may continue meanwhile. */
   async snapshot(destPath: string): Promise<SnapshotInfo> {
     this.assertOpen();
     const info = { consistentIndex: this.ci, term: this.term, revision: this.currentRev };
-    await this.backend.snapshot(destPath);
+    await this.shared.snapshot(destPath);
     return { ...info, sizeBytes: fs.statSync(destPath).size };
   }
 
   /** Defragments the backend (VACUUM). Blocks, as etcd's defrag does. */
   defragment(): { sizeBeforeBytes: number; sizeAfterBytes: number } {
     this.assertOpen();
-    return this.backend.defragment();
+    return this.shared.defragment();
   }
 
   /** Bytes the backend uses on disk. */
   sizeBytes(): number {
-    return this.backend.sizeBytes();
+    return this.shared.sizeBytes();
   }
 
   /**
@@ -545,35 +585,30 @@ export class KvStore implements StoreCore {
   }
 
   /**
-   * Replaces this store's whole state with a snapshot file: the backend is
-   * closed, the file installed, and the store reopened on it (index rebuilt).
-   * The same object stays valid for its users.
+   * Replaces the whole backend with a snapshot file (every store in it recovers, this one with
+   * its index rebuilt). The same object stays valid for its users.
    */
   restoreFromSnapshot(snapshotPath: string): void {
     this.assertOpen();
-    this.backend.close();
-    this.epoch++;
-    installSnapshotFile(snapshotPath, this.opts.path);
-    this.backend = Backend.open(this.opts.path, this.opts);
-    this.index.clear();
-    this.currentRev = 1;
-    this.compactMainRev = -1;
-    this.compactionChain = Promise.resolve();
-    // Listeners (the lessor) reload first, so the rebuild below can re-attach leased keys.
-    for (const l of this.restoreListeners) l();
-    this.restore();
+    this.shared.restore(snapshotPath);
   }
 
   /**
-   * Called when restoreFromSnapshot has replaced the backend, before the index
-   * is rebuilt: `db` is a new connection (re-prepare statements) holding the
-   * snapshot's rows. The lessor reloads its leases here (lessor.recover(kv.db));
-   * leased keys are re-attached right after.
+   * Called when a snapshot restore has replaced the backend, before the index is rebuilt: `db`
+   * is a new connection holding the snapshot's rows. A lessor on a store of its own reloads its
+   * leases here (lessor.recover(kv.db)); leased keys are re-attached right after. (In a member's
+   * backend the lessor registers before this store and recovers first by itself.)
    */
   onRestore(listener: () => void): void {
     this.restoreListeners.push(listener);
   }
 
+  /** Called after a snapshot restore has rebuilt the index (the watchable store resyncs its watchers). */
+  onRestored(listener: () => void): void {
+    this.restoredListeners.push(listener);
+  }
+
+  /** Closes the store; the backend too when the store opened it (a member's backend is closed by the server). */
   close(): void {
     if (this.closed) return;
     this.closed = true;
@@ -583,7 +618,7 @@ export class KvStore implements StoreCore {
   /** Test hook: lose everything not yet committed, as a crash would. */
   crashForTest(): void {
     this.closed = true;
-    this.backend.crashForTest();
+    this.shared.crashForTest();
   }
 
   get isClosed(): boolean {

@@ -9,7 +9,7 @@
  * where to resume.
  */
 
-import type { Backend } from './backend.js';
+import type { KvBackend } from './kv_backend.js';
 import { invariant } from './errors.js';
 import type { TreeIndex } from './tree_index.js';
 
@@ -27,7 +27,7 @@ export interface CompactionOptions {
 
 export interface CompactionTarget {
   readonly index: TreeIndex;
-  readonly backend: Backend;
+  readonly backend: KvBackend;
   /** False once the store closed: the job stops at the next batch boundary. */
   isOpen(): boolean;
   /** False while something (HashKV) needs the backend rows to stay: the job waits. */
@@ -39,7 +39,7 @@ function pause(ms: number): Promise<void> {
 }
 
 /** Where a compaction at `rev` left off (null: start from the first key). */
-export function savedCursor(backend: Backend, rev: number): string | null {
+export function savedCursor(backend: KvBackend, rev: number): string | null {
   if (backend.metaNumber(META_CURSOR_REV) !== rev) return null;
   const key = backend.metaBytes(META_CURSOR_KEY);
   return key === null ? null : key.toString('latin1');

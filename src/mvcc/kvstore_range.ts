@@ -14,7 +14,7 @@
  * - A snapshot install replaces the whole state: the read reports it (null) and is restarted.
  */
 
-import type { Backend } from './backend.js';
+import type { KvBackend } from './kv_backend.js';
 import { ErrCompacted, ErrFutureRev, invariant } from './errors.js';
 import { finishRange, rangePlan, rowToKv, visitPath } from './kvstore_txn.js';
 import type { TreeIndex } from './tree_index.js';
@@ -31,7 +31,7 @@ export const DEFAULT_RANGE_READ: RangeReadOptions = { keysPerTurn: 10_000, rowsP
 
 export interface RangeReadTarget {
   readonly index: TreeIndex;
-  readonly backend: Backend;
+  readonly backend: KvBackend;
   readonly currentRev: number;
   readonly compactMainRev: number;
   /** Holds compactions above `rev` until the returned release is called. */

@@ -9,7 +9,7 @@
  * by one.
  */
 
-import type { Backend, KvRow } from './backend.js';
+import type { KvBackend, KvRow } from './kv_backend.js';
 import { ErrCompacted, ErrFutureRev, ErrKeyNotFound, ErrLeaseNotFound, invariant } from './errors.js';
 import { type LeaseHooks, NO_LEASES } from './lease_hooks.js';
 import { packRev, revMain, SUB_MAX } from './revision.js';
@@ -40,7 +40,7 @@ import {
 /** The parts of the store a transaction works on. */
 export interface StoreCore {
   readonly index: TreeIndex;
-  readonly backend: Backend;
+  readonly backend: KvBackend;
   leases: LeaseHooks;
   currentRev: number;
   /** Reads below it fail; -1 until the first compaction (as etcd). */

@@ -65,6 +65,8 @@ export class WatchableStore implements WatchHost {
       progressNotifyIntervalMs: opts.progressNotifyIntervalMs ?? 600_000,
     };
     kv.setObserver((rev, events) => this.notify(rev, events));
+    // etcd watchableStore.Restore: after a snapshot replaced the backend, every watcher catches up from it.
+    kv.onRestored(() => this.moveAllToUnsynced());
     this.progressTimer = setInterval(() => this.progressTick(), this.o.progressNotifyIntervalMs);
     this.progressTimer.unref();
   }
@@ -320,16 +322,9 @@ export class WatchableStore implements WatchHost {
     }
   }
 
-  /**
-   * Installs a snapshot file into the kv store; every watcher then catches up
-   * from the backend (etcd watchableStore.Restore).
-   */
-  restoreFromSnapshot(snapshotPath: string): void {
-    this.kv.restoreFromSnapshot(snapshotPath);
-    this.moveAllToUnsynced();
-  }
-
+  /** After a snapshot restore: every synced watcher catches up from the new backend (etcd watchableStore.Restore). */
   private moveAllToUnsynced(): void {
+    if (this.closed) return;
     for (const s of this.streams) {
       for (const w of s.liveWatchers()) {
         if (w.state !== WatcherState.SYNCED) continue;

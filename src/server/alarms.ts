@@ -1,9 +1,14 @@
 /**
  * Cluster alarms (etcd's alarm.AlarmStore): NOSPACE and CORRUPT raised per member, replicated
  * through Raft, persisted in the backend's `alarms` table. While NOSPACE is active the cluster
- * accepts only reads, deletes, compaction and alarm disarm.
+ * accepts only reads, deletes, compaction and alarm disarm. A snapshot restore reloads them from
+ * the new file (etcd's restoreAlarms).
  */
-import type { Database, Statement } from "better-sqlite3";
+
+const SCHEMA =
+  "CREATE TABLE IF NOT EXISTS alarms (member_id INTEGER NOT NULL, alarm INTEGER NOT NULL, PRIMARY KEY (member_id, alarm)) WITHOUT ROWID";
+import type { Backend } from "../backend/backend.js";
+import type { BatchTx, WriteStatement } from "../backend/batch_tx.js";
 
 export enum AlarmType {
   NONE = 0,
@@ -24,13 +29,18 @@ export interface AlarmMember {
 
 export class Alarms {
   private readonly active = new Map<string, AlarmMember>();
-  private readonly insertStmt: Statement;
-  private readonly deleteStmt: Statement;
+  private insertStmt!: WriteStatement<[number, AlarmType]>;
+  private deleteStmt!: WriteStatement<[number, AlarmType]>;
 
-  constructor(db: Database) {
-    this.insertStmt = db.prepare("INSERT OR IGNORE INTO alarms (member_id, alarm) VALUES (?, ?)");
-    this.deleteStmt = db.prepare("DELETE FROM alarms WHERE member_id = ? AND alarm = ?");
-    for (const row of db.prepare("SELECT member_id, alarm FROM alarms").all() as Array<{ member_id: number; alarm: number }>) {
+  constructor(backend: Backend) {
+    backend.register({ name: "alarms", schema: SCHEMA, recover: (tx) => this.recover(tx) });
+  }
+
+  private recover(tx: BatchTx): void {
+    this.insertStmt = tx.write("INSERT OR IGNORE INTO alarms (member_id, alarm) VALUES (?, ?)");
+    this.deleteStmt = tx.write("DELETE FROM alarms WHERE member_id = ? AND alarm = ?");
+    this.active.clear();
+    for (const row of tx.read<[], { member_id: number; alarm: number }>("SELECT member_id, alarm FROM alarms").all()) {
       this.active.set(keyOf(row.member_id, row.alarm), { memberID: row.member_id, alarm: row.alarm });
     }
   }

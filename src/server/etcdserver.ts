@@ -10,6 +10,7 @@ import { mkdirSync, writeFileSync, openSync, fsyncSync, closeSync, readFileSync,
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Registry } from "prom-client";
+import { Backend } from "../backend/backend.js";
 import { registerServerMetrics, type ServerCounters } from "./metrics.js";
 import { EXPIRY_POLL_INTERVAL_MS, Lessor } from "../lease/lessor.js";
 import { minLeaseTtlSec } from "../lease/ttl.js";
@@ -71,12 +72,14 @@ export class EtcdServer {
   readonly memberId: NodeId;
   readonly clusterId: number;
   readonly config: ServerConfig;
+  /** The one database every store below lives in; this server opens, commits and restores it. */
+  readonly backend: Backend;
   readonly kv: KvStore;
   /** Watchers over `kv`: every applied revision's events reach them in the same turn. */
   readonly watchable: WatchableStore;
   readonly lessor: Lessor;
-  membership: Membership;
-  alarms: Alarms;
+  readonly membership: Membership;
+  readonly alarms: Alarms;
 
   private readonly rootLogger: Logger;
   private readonly logger: Logger;
@@ -138,23 +141,21 @@ export class EtcdServer {
     const memberDir = join(o.config.dataDir, "member");
     mkdirSync(o.config.snapDir, { recursive: true });
     mkdirSync(memberDir, { recursive: true });
-    this.kv = KvStore.open({ path: join(o.config.snapDir, "db") });
-    this.watchable = new WatchableStore(this.kv, { progressNotifyIntervalMs: o.config.watchProgressNotifyIntervalMs });
+    this.backend = Backend.open(join(o.config.snapDir, "db"));
+    // Stores recover from a snapshot in the order they register, as etcd's: lease, mvcc, alarms, members.
     this.lessor = new Lessor({
-      db: this.kv.db,
+      backend: this.backend,
       now: () => performance.now(),
       memberId: this.memberId,
       idSeedMs: Date.now(),
       minLeaseTtlSec: minLeaseTtlSec(Math.round(o.config.electionMs / o.config.heartbeatMs), o.config.heartbeatMs),
       registry: o.registry,
-      noteWrites: (n) => this.kv.noteWrites(n),
     });
+    this.kv = KvStore.open({ backend: this.backend, leases: this.lessor });
     this.lessor.setRangeDeleter(this.kv);
-    // On a snapshot restore the lessor reloads its leases first, then the store re-attaches keys.
-    this.kv.onRestore(() => this.lessor.recover(this.kv.db));
-    this.kv.setLeaseHooks(this.lessor);
-    this.membership = new Membership(this.kv.db, this.clusterId);
-    this.alarms = new Alarms(this.kv.db);
+    this.watchable = new WatchableStore(this.kv, { progressNotifyIntervalMs: o.config.watchProgressNotifyIntervalMs });
+    this.alarms = new Alarms(this.backend);
+    this.membership = new Membership(this.backend, this.clusterId);
     this.counters = registerServerMetrics(
       o.registry,
       {
@@ -223,7 +224,16 @@ export class EtcdServer {
       this.logger.info({ memberId: formatId(this.memberId), clusterId: formatId(this.clusterId), initialCluster: c.initialClusterText }, "starting a new member of a new cluster");
       this.raw.bootstrap([...this.initialMembers.keys()]);
     }
-    this.applier = this.makeApplier();
+    this.applier = new Applier({
+      kv: this.kv,
+      lessor: this.lessor,
+      membership: this.membership,
+      alarms: this.alarms,
+      logger: this.logger,
+      initialMembers: this.initialMembers,
+      applyConfChange: (cc) => (this.confState = this.raw.applyConfChange(cc)),
+      onMembershipChange: () => this.syncPeers(),
+    });
 
     const peers = new Map<NodeId, readonly string[]>();
     for (const m of this.initialMembers.values()) if (m.id !== this.memberId) peers.set(m.id, m.peerUrls);
@@ -258,40 +268,16 @@ export class EtcdServer {
     void this.publish();
   }
 
-  /** The apply dispatcher over the stores as they are now (rebuilt when a snapshot replaces them). */
-  private makeApplier(): Applier {
-    return new Applier({
-      kv: this.kv,
-      lessor: this.lessor,
-      membership: this.membership,
-      alarms: this.alarms,
-      logger: this.logger,
-      initialMembers: this.initialMembers,
-      applyConfChange: (cc) => (this.confState = this.raw.applyConfChange(cc)),
-      onMembershipChange: () => this.syncPeers(),
-    });
-  }
-
   /** Brings the backend to a snapshot the WAL starts from, when the crash came before it was installed. */
   private recoverFromSnapshot(snap: Snapshot): void {
     if (this.kv.consistentIndex() >= snap.metadata.index) return;
     const dbPath = this.snapshotDbPath(snap.metadata.index);
     this.logger.warn({ snapshotIndex: snap.metadata.index, consistentIndex: this.kv.consistentIndex(), dbPath }, "backend is behind the snapshot; installing the snapshot's database");
-    this.installBackend(dbPath);
+    this.backend.restore(dbPath);
   }
 
   private snapshotDbPath(index: number): string {
     return join(this.config.snapDir, `${index.toString(16).padStart(16, "0")}.snap.db`);
-  }
-
-  /** Replaces the backend with a database image and reloads everything that lives in it. */
-  private installBackend(dbPath: string): void {
-    this.watchable.restoreFromSnapshot(dbPath);
-    this.membership = new Membership(this.kv.db, this.clusterId);
-    this.alarms = new Alarms(this.kv.db);
-    if (this.applier !== undefined) {
-      this.applier = this.makeApplier();
-    }
   }
 
   // ------------------------------------------------------------------ raft loop
@@ -394,8 +380,7 @@ export class EtcdServer {
   private async sendSnapshot(m: Message): Promise<void> {
     const tmp = join(this.config.snapDir, `outgoing-${m.to.toString(16)}-${Date.now()}.db`);
     try {
-      this.kv.backend.forceCommit();
-      await this.kv.snapshot(tmp);
+      await this.backend.snapshot(tmp);
       const data = readFileSync(tmp);
       this.logger.info({ to: formatId(m.to), index: m.snapshot?.metadata.index, sizeBytes: data.length }, "sending database snapshot");
       this.transport.send([{ ...m, snapshot: { metadata: m.snapshot!.metadata, data } }]);
@@ -423,7 +408,8 @@ export class EtcdServer {
   }
 
   private applySnapshot(snap: Snapshot): void {
-    this.installBackend(this.snapshotDbPath(snap.metadata.index));
+    // Every store (leases, keys, alarms, members) reloads from the image; watchers catch up.
+    this.backend.restore(this.snapshotDbPath(snap.metadata.index));
     this.confState = snap.metadata.confState;
     this.appliedIndex = Math.max(snap.metadata.index, this.kv.consistentIndex());
     this.snapshotIndex = snap.metadata.index;
@@ -500,7 +486,8 @@ export class EtcdServer {
 
   private async takeSnapshot(): Promise<void> {
     const index = this.appliedIndex;
-    this.kv.backend.forceCommit();
+    // The snapshot lets the WAL before `index` go: the backend must hold everything up to it.
+    this.backend.forceCommit();
     await this.rs.snapshotAt(index, this.confState, new Uint8Array(0));
     this.snapshotIndex = index;
     this.logger.info({ index, term: this.term }, "saved snapshot");
@@ -735,5 +722,6 @@ export class EtcdServer {
     await this.rs.close();
     this.watchable.close();
     this.kv.close();
+    this.backend.close();
   }
 }

@@ -2,8 +2,15 @@
  * The cluster's membership as the apply loop sees it (etcd's membership.RaftCluster): members by
  * id, persisted in the backend's `members` table in the same SQLite transaction as the data the
  * entry that changed them covers, so a restart sees exactly the membership of its applied index.
+ * A snapshot restore reloads it from the new file (etcd's cluster.Recover).
  */
-import type { Database, Statement } from "better-sqlite3";
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS members (id INTEGER PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS members_removed (id INTEGER PRIMARY KEY);
+`;
+import type { Backend } from "../backend/backend.js";
+import type { BatchTx, WriteStatement } from "../backend/batch_tx.js";
 import type { NodeId } from "../raft/types.js";
 import type { Member } from "./member.js";
 
@@ -15,21 +22,27 @@ interface MemberRow {
 export class Membership {
   private readonly members = new Map<NodeId, Member>();
   private readonly removed = new Set<NodeId>();
-  private readonly upsertStmt: Statement;
-  private readonly deleteStmt: Statement;
-  private readonly removedStmt: Statement;
+  private upsertStmt!: WriteStatement<[number, Buffer]>;
+  private deleteStmt!: WriteStatement<[number]>;
+  private removedStmt!: WriteStatement<[number]>;
 
   constructor(
-    db: Database,
+    backend: Backend,
     readonly clusterId: number,
   ) {
-    this.upsertStmt = db.prepare("INSERT OR REPLACE INTO members (id, value) VALUES (?, ?)");
-    this.deleteStmt = db.prepare("DELETE FROM members WHERE id = ?");
-    this.removedStmt = db.prepare("INSERT OR IGNORE INTO members_removed (id) VALUES (?)");
-    for (const row of db.prepare("SELECT id, value FROM members").all() as MemberRow[]) {
+    backend.register({ name: "membership", schema: SCHEMA, recover: (tx) => this.recover(tx) });
+  }
+
+  private recover(tx: BatchTx): void {
+    this.upsertStmt = tx.write("INSERT OR REPLACE INTO members (id, value) VALUES (?, ?)");
+    this.deleteStmt = tx.write("DELETE FROM members WHERE id = ?");
+    this.removedStmt = tx.write("INSERT OR IGNORE INTO members_removed (id) VALUES (?)");
+    this.members.clear();
+    this.removed.clear();
+    for (const row of tx.read<[], MemberRow>("SELECT id, value FROM members").all()) {
       this.members.set(row.id, decodeMember(row.id, row.value));
     }
-    for (const row of db.prepare("SELECT id FROM members_removed").all() as Array<{ id: number }>) {
+    for (const row of tx.read<[], { id: number }>("SELECT id FROM members_removed").all()) {
       this.removed.add(row.id);
     }
   }

@@ -5,7 +5,7 @@
  */
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Backend, type KvRow } from '../../src/mvcc/backend.js';
+import { KvBackend as Backend, type KvRow } from '../../src/mvcc/kv_backend.js';
 import { tmpDir } from './helpers.js';
 
 const ROWS = 20_000;

@@ -97,8 +97,7 @@ async function streamSnapshot(s: EtcdServer, call: ServerWritable<object>, ctx: 
   requireLeaderIfAsked(s, ctx);
   const tmp = join(s.config.snapDir, `client-snapshot-${process.pid}-${Date.now()}.db`);
   try {
-    s.kv.backend.forceCommit();
-    await s.kv.snapshot(tmp);
+    await s.backend.snapshot(tmp);
     const fh = await open(tmp, "r");
     try {
       const { size } = await fh.stat();

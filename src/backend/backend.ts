@@ -1,0 +1,231 @@
+/**
+ * The backend (etcd's mvcc/backend): one SQLite database (better-sqlite3) for every store of a
+ * member. The server opens it, commits it and restores it; each store (mvcc's kv and meta, the
+ * lessor, membership, alarms) registers its own tables and writes through the one counted handle
+ * the backend gives it (BatchTx).
+ *
+ * Like etcd's batched bolt transaction, writes go into one open SQLite transaction that is
+ * committed every `batchIntervalMs` or once `batchLimit` writes are pending (checked between
+ * applies, never inside one). Reads use the same connection, so they see every applied write,
+ * committed or not. journal_mode=WAL and synchronous=OFF: the Raft WAL is the source of
+ * durability; what SQLite loses in a crash is re-applied from the consistent index, which is
+ * written in the same transaction as the data it covers.
+ *
+ * A snapshot restore replaces the file and hands every registered store a new handle, in the
+ * order they registered (etcd restores lease, then mvcc, then alarms, auth and membership).
+ */
+import fs from "node:fs";
+import Database from "better-sqlite3";
+import { BatchTx } from "./batch_tx.js";
+import { invariant } from "./errors.js";
+
+export interface BackendOptions {
+  /** Commit the batch transaction at least this often. etcd: 100 ms. */
+  batchIntervalMs?: number;
+  /** Commit once this many writes are pending. etcd: 10,000. */
+  batchLimit?: number;
+}
+
+/** A store living in the backend. */
+export interface BackendStore {
+  /** For messages. */
+  readonly name: string;
+  /** CREATE TABLE IF NOT EXISTS statements for the store's tables; run before every recover. */
+  readonly schema: string;
+  /**
+   * The backend is open on a (new) file: prepare statements on `tx` and load the state the file
+   * holds. Called when the store registers and again after every snapshot restore.
+   */
+  recover(tx: BatchTx): void;
+  /**
+   * Runs inside the batch transaction right before every commit (etcd's OnPreCommitUnsafe): the
+   * place to write state, like the consistent index, that must land atomically with the batch
+   * but need not be written per change.
+   */
+  preCommit?(): void;
+}
+
+export class Backend {
+  readonly path: string;
+  private db: Database.Database;
+  private tx: BatchTx;
+  private readonly stores: BackendStore[] = [];
+  private readonly batchLimit: number;
+  private pending = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private closed = false;
+  private begin!: Database.Statement;
+  private commit!: Database.Statement;
+
+  private constructor(path: string, opts: BackendOptions) {
+    this.path = path;
+    this.batchLimit = opts.batchLimit ?? 10_000;
+    invariant(this.batchLimit > 0, "batchLimit must be positive");
+    this.db = this.connect();
+    this.tx = this.newTx();
+    const interval = opts.batchIntervalMs ?? 100;
+    invariant(interval > 0, "batchIntervalMs must be positive");
+    this.timer = setInterval(() => this.commitIfPending(), interval);
+    this.timer.unref();
+  }
+
+  static open(path: string, opts: BackendOptions = {}): Backend {
+    return new Backend(path, opts);
+  }
+
+  /** Opens the file with the settings every connection gets and begins the batch transaction. */
+  private connect(): Database.Database {
+    const db = new Database(this.path);
+    db.pragma("journal_mode = WAL");
+    db.pragma("synchronous = OFF");
+    this.begin = db.prepare("BEGIN");
+    this.commit = db.prepare("COMMIT");
+    this.begin.run();
+    return db;
+  }
+
+  private newTx(): BatchTx {
+    const db = this.db;
+    return new BatchTx(db, (n) => {
+      invariant(db === this.db, "write through the handle of a replaced connection");
+      this.pending += n;
+    });
+  }
+
+  /**
+   * Adds a store: its tables are created if missing (committed at once, outside the batch) and it
+   * loads its state now.
+   */
+  register(store: BackendStore): void {
+    invariant(!this.closed, "backend is closed");
+    invariant(!this.stores.some((s) => s.name === store.name), `store ${store.name} registered twice`);
+    this.commitBatch();
+    this.tx.ensureSchema(store.schema);
+    this.begin.run();
+    this.stores.push(store);
+    store.recover(this.tx);
+  }
+
+  /**
+   * The bare connection, for tools and tests that inspect the file. Stores write through the
+   * handle they are given (BatchTx), so that every write is counted.
+   */
+  get connection(): Database.Database {
+    return this.db;
+  }
+
+  // ---- batching
+
+  /** Called between applies: commits when the batch is full. */
+  commitIfFull(): void {
+    if (this.pending >= this.batchLimit) this.forceCommit();
+  }
+
+  private commitIfPending(): void {
+    if (!this.closed && this.pending > 0) this.forceCommit();
+  }
+
+  /** Commits the batch transaction now and opens the next one. */
+  forceCommit(): void {
+    this.commitBatch();
+    this.begin.run();
+  }
+
+  /** Commits the batch without opening the next one. */
+  private commitBatch(): void {
+    invariant(!this.closed, "backend is closed");
+    invariant(this.db.inTransaction, "batch transaction must be open");
+    for (const s of this.stores) s.preCommit?.();
+    this.commit.run();
+    this.pending = 0;
+  }
+
+  // ---- whole-file operations
+
+  /**
+   * Writes the committed state as one SQLite file via the online backup API. Commits first, so
+   * the file holds every write applied so far; the copy runs from a second, read-only connection
+   * holding a read transaction (WAL snapshot isolation), so applies continue meanwhile.
+   */
+  async snapshot(destPath: string): Promise<void> {
+    this.forceCommit();
+    const reader = new Database(this.path, { readonly: true });
+    try {
+      reader.exec("BEGIN");
+      reader.prepare("SELECT count(*) FROM sqlite_master").get(); // starts the read transaction now
+      await reader.backup(destPath);
+      reader.exec("COMMIT");
+    } finally {
+      reader.close();
+    }
+  }
+
+  /**
+   * Replaces the whole database with a snapshot file (etcd's applySnapshot: a new backend), then
+   * every store recovers from it, in the order they registered. The same object stays valid.
+   */
+  restore(snapshotPath: string): void {
+    this.commitBatch();
+    this.db.close();
+    installSnapshotFile(snapshotPath, this.path);
+    this.db = this.connect();
+    this.tx = this.newTx();
+    for (const s of this.stores) {
+      this.tx.ensureSchema(s.schema);
+      s.recover(this.tx);
+    }
+  }
+
+  /** Bytes on disk: database file plus its WAL. */
+  sizeBytes(): number {
+    let size = 0;
+    for (const f of [this.path, `${this.path}-wal`]) {
+      try {
+        size += fs.statSync(f).size;
+      } catch {
+        // absent WAL file counts as 0
+      }
+    }
+    return size;
+  }
+
+  /** Rewrites the file without free pages (VACUUM), blocking like etcd's defrag. */
+  defragment(): { sizeBeforeBytes: number; sizeAfterBytes: number } {
+    this.commitBatch();
+    this.db.pragma("wal_checkpoint(TRUNCATE)");
+    const sizeBeforeBytes = this.sizeBytes();
+    this.db.exec("VACUUM");
+    this.db.pragma("wal_checkpoint(TRUNCATE)");
+    const sizeAfterBytes = this.sizeBytes();
+    this.begin.run();
+    return { sizeBeforeBytes, sizeAfterBytes };
+  }
+
+  close(): void {
+    if (this.closed) return;
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    this.commitBatch();
+    this.closed = true;
+    this.db.close();
+  }
+
+  /** Test hook: drop the connection without committing, as a crash would. */
+  crashForTest(): void {
+    if (this.closed) return;
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    this.closed = true;
+    this.db.close(); // closing with an open transaction rolls it back
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+}
+
+/** Replaces the database at `dbPath` with a snapshot file (its connection must be closed). */
+function installSnapshotFile(snapshotPath: string, dbPath: string): void {
+  for (const suffix of ["-wal", "-shm"]) fs.rmSync(`${dbPath}${suffix}`, { force: true });
+  fs.copyFileSync(snapshotPath, dbPath);
+}

@@ -1,0 +1,137 @@
+/**
+ * The backend room on its own: stores register their tables and write through one counted handle;
+ * a snapshot restore hands every store a new handle, in registration order.
+ */
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import Database from "better-sqlite3";
+import { afterEach, describe, expect, it } from "vitest";
+import { Backend, type BackendStore } from "../../src/backend/backend.js";
+import type { BatchTx, WriteStatement } from "../../src/backend/batch_tx.js";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+function tmpFile(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "backend-test-"));
+  dirs.push(dir);
+  return path.join(dir, "db");
+}
+
+/** A store of one table that logs its recovers and counts its rows. */
+class NoteStore implements BackendStore {
+  readonly schema: string;
+  readonly log: string[];
+  tx: BatchTx | undefined;
+  insert: WriteStatement<[string]> | undefined;
+  rows = 0;
+  preCommits = 0;
+
+  constructor(
+    readonly name: string,
+    log: string[],
+  ) {
+    this.log = log;
+    this.schema = `CREATE TABLE IF NOT EXISTS ${name} (v TEXT NOT NULL)`;
+  }
+
+  recover(tx: BatchTx): void {
+    this.tx = tx;
+    this.insert = tx.write(`INSERT INTO ${this.name} (v) VALUES (?)`);
+    this.rows = tx.read<[], number>(`SELECT count(*) FROM ${this.name}`, "pluck").get() ?? 0;
+    this.log.push(`${this.name}:${this.rows}`);
+  }
+
+  preCommit(): void {
+    this.preCommits++;
+  }
+}
+
+/** Rows of `table` the file holds as committed (a second connection sees only commits). */
+function committedRows(file: string, table: string): number {
+  const db = new Database(file, { readonly: true });
+  try {
+    return db.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
+  } finally {
+    db.close();
+  }
+}
+
+describe("backend", () => {
+  it("creates each store's tables when it registers and loads it at once", () => {
+    const file = tmpFile();
+    const be = Backend.open(file, { batchIntervalMs: 3_600_000 });
+    const log: string[] = [];
+    const a = new NoteStore("a", log);
+    be.register(a);
+    a.insert!.run("x");
+    expect(() => be.register(new NoteStore("a", log))).toThrow(/registered twice/);
+    be.close();
+    const again = Backend.open(file, { batchIntervalMs: 3_600_000 });
+    const b = new NoteStore("a", []);
+    again.register(b);
+    expect(b.rows).toBe(1);
+    again.close();
+  });
+
+  it("counts every write of every store toward one batch limit, and commits there", () => {
+    const file = tmpFile();
+    const be = Backend.open(file, { batchIntervalMs: 3_600_000, batchLimit: 4 });
+    const log: string[] = [];
+    const a = new NoteStore("a", log);
+    const b = new NoteStore("b", log);
+    be.register(a);
+    be.register(b);
+    a.preCommits = b.preCommits = 0; // registering commits the tables
+    a.insert!.run("1");
+    b.insert!.run("1");
+    a.insert!.run("2");
+    be.commitIfFull();
+    expect(committedRows(file, "a")).toBe(0);
+    b.insert!.run("2");
+    be.commitIfFull();
+    expect(committedRows(file, "a")).toBe(2);
+    expect(committedRows(file, "b")).toBe(2);
+    expect(a.preCommits).toBe(1);
+    expect(b.preCommits).toBe(1);
+    be.close();
+  });
+
+  it("a statement that writes is refused as a read, and a read as a write", () => {
+    const be = Backend.open(tmpFile(), { batchIntervalMs: 3_600_000 });
+    const a = new NoteStore("a", []);
+    be.register(a);
+    expect(() => a.tx!.read("INSERT INTO a (v) VALUES ('x')")).toThrow(/returns no rows/);
+    expect(() => a.tx!.write("SELECT v FROM a")).toThrow(/returns rows/);
+    expect(() => a.tx!.ensureSchema("DELETE FROM a")).toThrow(/only create tables/);
+    be.close();
+  });
+
+  it("a snapshot restore recovers every store from the image, in registration order, on a new handle", async () => {
+    const file = tmpFile();
+    const be = Backend.open(file, { batchIntervalMs: 3_600_000 });
+    const log: string[] = [];
+    const a = new NoteStore("a", log);
+    const b = new NoteStore("b", log);
+    be.register(a);
+    be.register(b);
+    a.insert!.run("in the image");
+    const image = path.join(path.dirname(file), "image.db");
+    await be.snapshot(image);
+    a.insert!.run("after the image");
+    b.insert!.run("after the image");
+    const oldInsert = a.insert!;
+    const oldTx = a.tx;
+    be.restore(image);
+    expect(log).toEqual(["a:0", "b:0", "a:1", "b:0"]);
+    expect(a.tx).not.toBe(oldTx);
+    expect(() => oldInsert.run("stale")).toThrow();
+    a.insert!.run("on the new file");
+    be.forceCommit();
+    expect(committedRows(file, "a")).toBe(2);
+    be.close();
+  });
+});
