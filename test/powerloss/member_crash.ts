@@ -1,0 +1,302 @@
+/**
+ * One member loses power under a write load (issue 20): a real `node dist/server.js` with its data
+ * dir on lazyfs, acknowledged puts recorded, the power cut at a seeded moment (a seeded delay, or
+ * right after the member logs a raft snapshot or a released WAL segment), then a restart on what
+ * is left and the checks:
+ *
+ *   - the member starts, or refuses with a message naming a file and an offset;
+ *   - every acknowledged put is there with its value (one member: every ack was a majority's);
+ *   - SQLite's integrity_check passes on the backend db as the power cut left it.
+ *
+ * Seeded: the seed picks the cut moment, the load's keys and values and lazyfs's torn write; the
+ * report prints it and `npm run powerloss -- --seed N` replays it.
+ */
+import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { Member, SERVER_JS } from "../e2e/harness.js";
+import { reservePorts } from "../ports.js";
+import { mulberry32 } from "../prng.js";
+import { EtcdConnection } from "../reliability/etcd_client.js";
+import { LazyFs, scratch, unmountAll } from "./lazyfs.js";
+
+const require_ = createRequire(import.meta.url);
+
+export type CutAt = "delay" | "snapshot" | "wal-purge";
+
+export interface CrashOptions {
+  seed: number;
+  /** When the power goes: a seeded delay into the load, or right after the n-th (seeded) log line. */
+  cutAt: CutAt;
+  valueBytes?: number;
+  concurrency?: number;
+  snapshotCount?: number;
+  maxWals?: number;
+  /** Upper bound of the seeded delay (cutAt "delay"), ms. */
+  maxDelayMs?: number;
+  /** Give up waiting for the trigger line after this long (the cut happens anyway), ms. */
+  triggerTimeoutMs?: number;
+  tear?: boolean;
+  /** Keep the scratch dir (disk, work, logs) for a post-mortem. */
+  keep?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface CrashReport {
+  seed: number;
+  cutAt: CutAt;
+  /** What the cut waited for and when it came, for the report. */
+  cutDescription: string;
+  acked: number;
+  maxAckedRevision: number;
+  /** "started" or the refusal (the member's last log lines). */
+  restart: "started" | "refused";
+  refusal?: string;
+  /** Whether the refusal names a file and an offset (the contract for refusing). */
+  refusalNamesFileAndOffset?: boolean;
+  /** Acknowledged puts missing or wrong after the restart (first few, and the count). */
+  lost: { key: string; ackedRevision: number; got: string }[];
+  lostCount: number;
+  revisionAfter?: number;
+  integrity: string;
+  /** The files of the member's data dir as the power cut left them (path, bytes). */
+  diskFiles: { path: string; bytes: number }[];
+  /** lazyfs's log of what the cut dropped (trimmed). */
+  cutLog: string;
+  memberLogAfter: string;
+  dir: string;
+  ok: boolean;
+}
+
+const KEY_PREFIX = "pl/";
+
+/** Members started here and not yet dead (stopAll kills them if a run is abandoned, e.g. on a timeout). */
+const running = new Set<Member>();
+
+/** Kills every member a run started and unmounts every lazyfs (afterAll: nothing leaks). */
+export async function stopAll(): Promise<void> {
+  for (const m of [...running]) await m.kill("SIGKILL");
+  running.clear();
+  await unmountAll();
+}
+
+function startMember(spec: ConstructorParameters<typeof Member>[0], args: string[]): Member {
+  const m = new Member(spec, args);
+  running.add(m);
+  m.start();
+  return m;
+}
+
+function valueOf(seed: number, n: number, bytes: number): string {
+  const head = `${seed}:${n}:`;
+  return head + String.fromCharCode(97 + (n % 26)).repeat(Math.max(0, bytes - head.length));
+}
+
+function listFiles(root: string, rel = ""): { path: string; bytes: number }[] {
+  const out: { path: string; bytes: number }[] = [];
+  if (!existsSync(join(root, rel))) return out;
+  for (const name of readdirSync(join(root, rel)).sort()) {
+    const p = join(rel, name);
+    const st = statSync(join(root, p));
+    if (st.isDirectory()) out.push(...listFiles(root, p));
+    else out.push({ path: p, bytes: st.size });
+  }
+  return out;
+}
+
+/** integrity_check on a copy of the db (+ its -wal): opening the original would recover it in place. */
+function integrityOf(dbPath: string, scratchDir: string): string {
+  if (!existsSync(dbPath)) return "no database file";
+  mkdirSync(scratchDir, { recursive: true });
+  const copy = join(scratchDir, "db");
+  copyFileSync(dbPath, copy);
+  if (existsSync(`${dbPath}-wal`)) copyFileSync(`${dbPath}-wal`, `${copy}-wal`);
+  const Database = require_("better-sqlite3") as typeof import("better-sqlite3");
+  try {
+    const db = new Database(copy);
+    try {
+      return String(db.pragma("integrity_check", { simple: true }));
+    } finally {
+      db.close();
+    }
+  } catch (e) {
+    return `cannot open: ${(e as Error).message}`;
+  }
+}
+
+function waitForLine(member: Member, needle: string, occurrence: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((res) => {
+    const deadline = Date.now() + timeoutMs;
+    const poll = () => {
+      let count = 0;
+      for (let at = member.log.indexOf(needle); at >= 0; at = member.log.indexOf(needle, at + 1)) count++;
+      if (count >= occurrence) return res(true);
+      if (Date.now() > deadline || !member.running) return res(false);
+      setTimeout(poll, 2);
+    };
+    poll();
+  });
+}
+
+export async function runMemberCrash(o: CrashOptions): Promise<CrashReport> {
+  if (!existsSync(SERVER_JS)) throw new Error(`${SERVER_JS} missing: run 'npm run build' first`);
+  const log = o.log ?? (() => {});
+  const rnd = mulberry32(o.seed);
+  const valueBytes = o.valueBytes ?? 2048;
+  const concurrency = o.concurrency ?? 32;
+  const s = scratch("etcetera-powerloss");
+  const [clientPort, peerPort] = await reservePorts(2);
+  const dataDir = join(s.mnt, "data");
+  const args = [
+    "--name=n1",
+    `--data-dir=${dataDir}`,
+    `--listen-client-urls=http://127.0.0.1:${clientPort}`,
+    `--advertise-client-urls=http://127.0.0.1:${clientPort}`,
+    `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+    `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+    `--initial-cluster=n1=http://127.0.0.1:${peerPort}`,
+    "--initial-cluster-token=powerloss",
+    "--initial-cluster-state=new",
+    `--snapshot-count=${o.snapshotCount ?? 1000}`,
+    `--max-wals=${o.maxWals ?? 1}`,
+    "--log-level=info",
+  ];
+  const spec = { name: "n1", clientPort: clientPort!, peerPort: peerPort!, dataDir };
+  let fs: LazyFs | undefined;
+  let member: Member | undefined;
+  let conn: EtcdConnection | undefined;
+  try {
+    fs = await LazyFs.mount({ disk: s.disk, work: s.work, mountpoint: s.mnt, log: s.log, seed: o.seed, tear: o.tear ?? true });
+    member = startMember(spec, args);
+    await member.waitReady();
+    conn = new EtcdConnection(member.endpoint);
+
+    // The load: puts of distinct keys; an ack is recorded the moment it arrives.
+    const acked = new Map<number, number>();
+    let next = 0;
+    let stop = false;
+    const worker = async () => {
+      while (!stop) {
+        const n = next++;
+        try {
+          const r = await conn!.execute({ kind: "put", key: `${KEY_PREFIX}${n}`, value: valueOf(o.seed, n, valueBytes) }, 10_000);
+          acked.set(n, r.revision);
+        } catch {
+          if (!member!.running) return;
+        }
+      }
+    };
+    const workers = Array.from({ length: concurrency }, worker);
+
+    let cutDescription: string;
+    const t0 = Date.now();
+    if (o.cutAt === "delay") {
+      const delayMs = Math.floor(200 + rnd() * ((o.maxDelayMs ?? 8000) - 200));
+      await new Promise((r) => setTimeout(r, delayMs));
+      cutDescription = `after ${delayMs} ms of load`;
+    } else {
+      const needle = o.cutAt === "snapshot" ? '"msg":"saved snapshot"' : '"msg":"purged WAL segment"';
+      const occurrence = 1 + Math.floor(rnd() * 3);
+      const seen = await waitForLine(member, needle, occurrence, o.triggerTimeoutMs ?? 120_000);
+      cutDescription = seen
+        ? `right after ${needle} #${occurrence} (${Date.now() - t0} ms into the load)`
+        : `trigger ${needle} #${occurrence} never came (${Date.now() - t0} ms into the load)`;
+    }
+    // The power cut: the process dies with the machine; lazyfs drops what was not durable.
+    await member.kill("SIGKILL");
+    running.delete(member);
+    stop = true;
+    await Promise.all(workers);
+    const cutLog = await fs.powerCut();
+    fs = undefined;
+    const maxAckedRevision = Math.max(0, ...acked.values());
+    log(`[powerloss] seed=${o.seed} cut ${cutDescription}: ${acked.size} puts acknowledged (max revision ${maxAckedRevision})`);
+    const diskFiles = listFiles(join(s.disk, "data"));
+    const integrity = integrityOf(join(s.disk, "data", "member", "snap", "db"), join(s.root, "integrity"));
+
+    // Restart on what is left.
+    fs = await LazyFs.mount({ disk: s.disk, work: s.work, mountpoint: s.mnt, log: join(s.root, "cut2.log") });
+    const again = startMember(spec, args);
+    member = again;
+    let restart: "started" | "refused" = "started";
+    let refusal: string | undefined;
+    try {
+      await again.waitReady(60_000);
+    } catch (e) {
+      restart = "refused";
+      refusal = (e as Error).message.slice(-3000);
+    }
+    const lost: CrashReport["lost"] = [];
+    let lostCount = 0;
+    let revisionAfter: number | undefined;
+    if (restart === "started") {
+      conn.close();
+      conn = new EtcdConnection(again.endpoint);
+      revisionAfter = (await conn.status(10_000)).revision;
+      const keys = [...acked.entries()];
+      for (let i = 0; i < keys.length; i += 64) {
+        await Promise.all(
+          keys.slice(i, i + 64).map(async ([n, rev]) => {
+            const r = await conn!.execute({ kind: "get", key: `${KEY_PREFIX}${n}` }, 10_000);
+            const got = r.kind === "get" ? (r.kv ?? undefined) : undefined;
+            if (got === undefined || got.value !== valueOf(o.seed, n, valueBytes)) {
+              lostCount++;
+              if (lost.length < 10) lost.push({ key: `${KEY_PREFIX}${n}`, ackedRevision: rev, got: got === undefined ? "(absent)" : `value of ${got.value.length} bytes` });
+            }
+          }),
+        );
+      }
+    }
+    // The refusal is the member's fatal line (earlier lines, e.g. a repaired torn tail, do not count).
+    const fatal = refusal?.split("\n").filter((l) => l.includes('"level":"fatal"')).pop() ?? refusal?.split("\n").slice(-3).join("\n");
+    const refusalNamesFileAndOffset = fatal === undefined ? undefined : /\/[^\s"']+/.test(fatal) && /offset/i.test(fatal);
+    const ok = integrity === "ok" && (restart === "started" ? lostCount === 0 : refusalNamesFileAndOffset === true);
+    return {
+      seed: o.seed,
+      cutAt: o.cutAt,
+      cutDescription,
+      acked: acked.size,
+      maxAckedRevision,
+      restart,
+      refusal,
+      refusalNamesFileAndOffset,
+      lost,
+      lostCount,
+      revisionAfter,
+      integrity,
+      diskFiles,
+      cutLog: cutLog.length > 6000 ? `${cutLog.slice(0, 3000)}\n...\n${cutLog.slice(-3000)}` : cutLog,
+      memberLogAfter: again.log.slice(-3000),
+      dir: s.root,
+      ok,
+    };
+  } finally {
+    conn?.close();
+    await member?.kill("SIGKILL");
+    if (member !== undefined) running.delete(member);
+    await fs?.unmount();
+    if (o.keep !== true) s.remove();
+  }
+}
+
+/** A human summary of a report. */
+export function describeReport(r: CrashReport, replay = `npm run powerloss -- --seed ${r.seed} --cut-at ${r.cutAt}`): string {
+  const lines = [
+    `seed=${r.seed} cut-at=${r.cutAt}: ${r.ok ? "OK" : "FAILED"} (replay: ${replay})`,
+    `  cut ${r.cutDescription}; ${r.acked} puts acknowledged, max revision ${r.maxAckedRevision}`,
+    `  disk after the cut: ${r.diskFiles.map((f) => `${f.path} (${f.bytes} B)`).join(", ") || "(nothing)"}`,
+    `  integrity_check of the backend as left: ${r.integrity}`,
+  ];
+  if (r.restart === "started") {
+    lines.push(`  restarted: revision ${r.revisionAfter}; acknowledged puts lost: ${r.lostCount}`);
+    for (const l of r.lost) lines.push(`    ${l.key} (acked at revision ${l.ackedRevision}): ${l.got}`);
+  } else {
+    lines.push(`  refused to start (names a file and an offset: ${r.refusalNamesFileAndOffset}):`);
+    lines.push(...(r.refusal ?? "").split("\n").slice(-8).map((l) => `    ${l}`));
+  }
+  if (!r.ok) {
+    lines.push("  lazyfs dropped:");
+    lines.push(...r.cutLog.split("\n").filter((l) => l.length > 0).slice(0, 40).map((l) => `    ${l}`));
+  }
+  return lines.join("\n");
+}
