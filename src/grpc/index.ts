@@ -18,6 +18,7 @@ export type {
   UnaryHandler,
 } from "./handler.js";
 export type { Metadata } from "./metadata.js";
+export type { EtcdServices, HandlersFor, MemberHandlers, MemberServices, ServiceHandlers } from "./services.js";
 export type { CallObserver } from "./call.js";
 export { ProtoCodecs, type MessageCodec, type MethodDescriptor } from "../pb/codec.js";
 export { loadEtcdCodecs, PROTO_DIR, ETCD_API_FILES } from "../pb/protos.js";

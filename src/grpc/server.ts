@@ -13,6 +13,7 @@ import type { ProtoCodecs } from "../pb/codec.js";
 import { type CallHost, type CallObserver, Http2Call, type RegisteredMethod, respondTrailersOnly } from "./call.js";
 import { parseGrpcTimeout } from "./deadline.js";
 import { handlerOf, methodKind } from "./handler.js";
+import type { EtcdServices, HandlersFor } from "./services.js";
 import { type HttpHandler, serveHttp1, serveHttp2 } from "./http.js";
 import { FirstRequestGate, type ProbeOptions } from "./h2/first-request-gate.js";
 import { DEFAULT_HEADER_TABLE_SIZE } from "./h2/hpack.js";
@@ -76,7 +77,11 @@ function isGrpcContentType(ct: string | undefined): boolean {
   return ct.length === 16 || next === 0x2b || next === 0x3b;
 }
 
-export class GrpcServer implements CallHost {
+/**
+ * `S` is the generated Services table the codecs decode to (src/pb): addService checks each
+ * handler against its method there. The default is the etcd API under proto field names.
+ */
+export class GrpcServer<S extends object = EtcdServices> implements CallHost {
   readonly maxReceiveMessageBytes: number;
   readonly maxSendMessageBytes: number;
   readonly observer: CallObserver | undefined;
@@ -126,7 +131,7 @@ export class GrpcServer implements CallHost {
   }
 
   /** Registers the handlers of a proto service; methods without a handler answer UNIMPLEMENTED. */
-  addService<T extends object>(serviceName: string, handlers: T): void {
+  addService<N extends string>(serviceName: N, handlers: HandlersFor<S, N>): void {
     if (this.services.has(serviceName)) throw new Error(`service ${serviceName} already registered`);
     const descriptors = this.codecs.service(serviceName);
     const known = new Set(descriptors.map((d) => d.name));

@@ -1,10 +1,13 @@
 /**
  * The handler signatures of the etcd services, from the method tables generated
- * into src/pb/etcd-types.ts: a service implementation typed `Partial<KVHandlers>`
- * is checked against the protos, and GrpcServer.addService checks the same.
+ * into src/pb: a service implementation typed `Partial<KVHandlers>` is checked
+ * against the protos, and GrpcServer.addService checks the same. etcd-types.ts
+ * has the proto field names (the default codecs), member-types.ts the camelCase
+ * ones of the member's codecs (`MemberHandlers<"etcdserverpb.KV">`).
  */
 
 import type * as pb from "../pb/etcd-types.js";
+import type * as member from "../pb/member-types.js";
 import type { BidiHandler, ClientStreamHandler, ServerStreamHandler, UnaryHandler } from "./handler.js";
 
 /** One generated method entry: decoded request, response as given to the encoder, which sides stream. */
@@ -26,6 +29,20 @@ export type HandlerOf<M extends MethodShape> = M["requestStream"] extends true
 
 /** Handlers of every method of a generated method table. */
 export type ServiceHandlers<S> = { [K in keyof S]: S[K] extends MethodShape ? HandlerOf<S[K]> : never };
+
+/**
+ * What addService takes for service `N` of a generated Services table: handlers of some of its
+ * methods. A service no table knows (a test's own proto) takes any object, checked at run time.
+ */
+export type HandlersFor<S, N extends string> = N extends keyof S ? Partial<ServiceHandlers<S[N]>> : object;
+
+/** Handlers of a service as the member's codecs decode it (camelCase names), by full name. */
+export type MemberHandlers<N extends keyof member.Services> = ServiceHandlers<member.Services[N]>;
+
+/** The member's Services table (for `new GrpcServer<MemberServices>`). */
+export type MemberServices = member.Services;
+/** The default codecs' Services table (proto field names). */
+export type EtcdServices = pb.Services;
 
 /** Handlers of each etcd service, by the service's full name ("etcdserverpb.KV"). */
 export type EtcdServiceHandlers = { [N in keyof pb.Services]: ServiceHandlers<pb.Services[N]> };

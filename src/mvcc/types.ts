@@ -1,131 +1,59 @@
 /**
- * Messages of etcd's etcdserverpb (KV part) and mvccpb, mirrored with protobufjs
- * camelCase field names so the gRPC layer can pass decoded objects straight in.
+ * The messages mvcc takes and gives, in the types generated from proto/ (src/pb/member-types.ts,
+ * protobufjs camelCase names, as the member's codecs decode them), so a decoded request passes
+ * straight in and the compiler checks every field name against the protos.
  *
- * proto3 semantics: every field may be absent and then means its default
- * (0, empty bytes, false, first enum value). Readers must use the helpers at
- * the bottom of this file rather than trusting presence.
+ * Requests are the generated `FooInit` shape: proto3 semantics, every field may be absent and
+ * then means its default (0, empty bytes, false, first enum value). Readers must use the helpers
+ * at the bottom of this file rather than trusting presence. bytes are Uint8Array (Buffers in
+ * practice); every int64 is a JS number.
  *
- * bytes are Uint8Array (Buffers in practice); every int64 is a JS number.
+ * Results are what the store guarantees, which is more than proto3 says (an event always has its
+ * kv, a txn response op has exactly the one result of its request): they are declared here from
+ * the generated field types and are assignable to the generated response types the API returns.
  */
 
-/** mvccpb.Event.EventType */
-export enum EventType {
-  PUT = 0,
-  DELETE = 1,
-}
+import type * as pb from '../pb/member-types.js';
 
-/** etcdserverpb.RangeRequest.SortOrder */
-export enum SortOrder {
-  NONE = 0,
-  ASCEND = 1,
-  DESCEND = 2,
-}
+export {
+  Compare_CompareResult as CompareResult,
+  Compare_CompareTarget as CompareTarget,
+  Event_EventType as EventType,
+  RangeRequest_SortOrder as SortOrder,
+  RangeRequest_SortTarget as SortTarget,
+  WatchCreateRequest_FilterType as WatchFilterType,
+} from '../pb/member-types.js';
 
-/** etcdserverpb.RangeRequest.SortTarget */
-export enum SortTarget {
-  KEY = 0,
-  VERSION = 1,
-  CREATE = 2,
-  MOD = 3,
-  VALUE = 4,
-}
+/** mvccpb.KeyValue, as the store yields it (every field set). */
+export type KeyValue = pb.KeyValue;
 
-/** etcdserverpb.Compare.CompareResult */
-export enum CompareResult {
-  EQUAL = 0,
-  GREATER = 1,
-  LESS = 2,
-  NOT_EQUAL = 3,
-}
+export type RangeRequest = pb.RangeRequestInit;
+export type PutRequest = pb.PutRequestInit;
+export type DeleteRangeRequest = pb.DeleteRangeRequestInit;
+/** etcdserverpb.RequestOp: exactly one field is set (oneof request). */
+export type RequestOp = pb.RequestOpInit;
+/** etcdserverpb.Compare; the oneof target_union is version|createRevision|modRevision|value|lease. */
+export type Compare = pb.CompareInit;
+export type TxnRequest = pb.TxnRequestInit;
+export type CompactionRequest = pb.CompactionRequestInit;
 
-/** etcdserverpb.Compare.CompareTarget */
-export enum CompareTarget {
-  VERSION = 0,
-  CREATE = 1,
-  MOD = 2,
-  VALUE = 3,
-  LEASE = 4,
-}
-
-/** etcdserverpb.WatchCreateRequest.FilterType */
-export enum WatchFilterType {
-  NOPUT = 0,
-  NODELETE = 1,
-}
-
-/** mvccpb.KeyValue */
-export interface KeyValue {
-  key: Uint8Array;
-  createRevision: number;
-  modRevision: number;
-  version: number;
-  value: Uint8Array;
-  lease: number;
-}
-
-/** mvccpb.Event */
+/** mvccpb.Event, as the store yields it: the kv is always set. */
 export interface Event {
-  type: EventType;
+  type: pb.Event['type'];
   kv: KeyValue;
   prevKv?: KeyValue;
 }
 
-export interface RangeRequest {
-  key?: Uint8Array;
-  rangeEnd?: Uint8Array;
-  limit?: number;
-  revision?: number;
-  sortOrder?: SortOrder;
-  sortTarget?: SortTarget;
-  serializable?: boolean;
-  keysOnly?: boolean;
-  countOnly?: boolean;
-  minModRevision?: number;
-  maxModRevision?: number;
-  minCreateRevision?: number;
-  maxCreateRevision?: number;
-}
+/** RangeResponse's body (the server adds the header). */
+export type RangeResponse = Pick<pb.RangeResponse, 'kvs' | 'more' | 'count'>;
 
-export interface RangeResponse {
-  kvs: KeyValue[];
-  more: boolean;
-  count: number;
-}
+/** PutResponse's body: prevKv only when asked for and the key existed. */
+export type PutResponse = Partial<Pick<pb.PutResponse, 'prevKv'>>;
 
-export interface PutRequest {
-  key?: Uint8Array;
-  value?: Uint8Array;
-  lease?: number;
-  prevKv?: boolean;
-  ignoreValue?: boolean;
-  ignoreLease?: boolean;
-}
+/** DeleteRangeResponse's body. */
+export type DeleteRangeResponse = Pick<pb.DeleteRangeResponse, 'deleted' | 'prevKvs'>;
 
-export interface PutResponse {
-  prevKv?: KeyValue;
-}
-
-export interface DeleteRangeRequest {
-  key?: Uint8Array;
-  rangeEnd?: Uint8Array;
-  prevKv?: boolean;
-}
-
-export interface DeleteRangeResponse {
-  deleted: number;
-  prevKvs: KeyValue[];
-}
-
-/** etcdserverpb.RequestOp: exactly one field is set (oneof request). */
-export interface RequestOp {
-  requestRange?: RangeRequest | null;
-  requestPut?: PutRequest | null;
-  requestDeleteRange?: DeleteRangeRequest | null;
-  requestTxn?: TxnRequest | null;
-}
-
-/** etcdserverpb.ResponseOp: exactly one field is set (oneof response). */
+/** etcdserverpb.ResponseOp: exactly one field is set (oneof response), the result of its RequestOp. */
 export interface ResponseOp {
   responseRange?: RangeResponse;
   responsePut?: PutResponse;
@@ -133,33 +61,10 @@ export interface ResponseOp {
   responseTxn?: TxnResponse;
 }
 
-/** etcdserverpb.Compare; the oneof target_union is version|createRevision|modRevision|value|lease. */
-export interface Compare {
-  result?: CompareResult;
-  target?: CompareTarget;
-  key?: Uint8Array;
-  version?: number;
-  createRevision?: number;
-  modRevision?: number;
-  value?: Uint8Array;
-  lease?: number;
-  rangeEnd?: Uint8Array;
-}
-
-export interface TxnRequest {
-  compare?: Compare[];
-  success?: RequestOp[];
-  failure?: RequestOp[];
-}
-
+/** TxnResponse's body. */
 export interface TxnResponse {
   succeeded: boolean;
   responses: ResponseOp[];
-}
-
-export interface CompactionRequest {
-  revision?: number;
-  physical?: boolean;
 }
 
 /** What one Raft entry asks the kv store to do (exactly one field set). */

@@ -22,7 +22,8 @@ export interface WatchCreate {
   /** 0/absent: from the next revision. */
   startRevision?: number;
   prevKv?: boolean;
-  filters?: WatchFilterType[];
+  /** WatchFilterType values; others (a newer client's) are ignored, as etcd's filter switch does. */
+  filters?: number[];
   progressNotify?: boolean;
   /** Client-chosen id; 0/absent: the stream picks one. */
   id?: number;

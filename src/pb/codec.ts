@@ -30,16 +30,16 @@
 import protobuf from "protobufjs";
 import { EMPTY_BYTES, ProtoReader, ProtoWriter, WireError } from "./wire.js";
 
-/** Encoder/decoder of one message type. */
-export interface MessageCodec<T> {
+/** Encoder/decoder of one message type: `T` as decoded, `Init` as given to the encoder (Foo, FooInit in the generated types). */
+export interface MessageCodec<T, Init = T> {
   /** Fully-qualified name, e.g. "etcdserverpb.RangeRequest". */
   readonly typeName: string;
   /** Decodes a whole buffer (throws WireError on malformed input). */
   decode(buf: Buffer): T;
   /** Encodes to a fresh buffer. */
-  encode(msg: T): Buffer;
+  encode(msg: Init): Buffer;
   /** Encodes with the 5-byte gRPC message prefix (uncompressed) in front. */
-  encodeFramed(msg: T): Buffer;
+  encodeFramed(msg: Init): Buffer;
 }
 
 /** One RPC of a service, as described by the proto. */
@@ -337,10 +337,10 @@ export class ProtoCodecs {
   }
 
   /** The codec of a message type by full name (throws if unknown). */
-  message<T>(typeName: string): MessageCodec<T> {
+  message<T, Init = T>(typeName: string): MessageCodec<T, Init> {
     const codec = this.codecs.get(typeName);
     if (!codec) throw new Error(`unknown message type ${typeName}`);
-    return codec as MessageCodec<T>;
+    return codec as MessageCodec<T, Init>;
   }
 
   /** The methods of a service by full name (throws if unknown). */

@@ -15,10 +15,23 @@ export const ETCD_API_FILES: readonly string[] = [
   "v3electionpb/v3election.proto",
 ];
 
+/** What the member decodes: the client API plus the request one Raft entry carries. */
+export const MEMBER_FILES: readonly string[] = [...ETCD_API_FILES, "etcdserverpb/raft_internal.proto"];
+
 let etcdCodecs: ProtoCodecs | undefined;
+let memberCodecs: ProtoCodecs | undefined;
 
 /** The etcd API codecs, compiled once per process. */
 export function loadEtcdCodecs(): ProtoCodecs {
   etcdCodecs ??= ProtoCodecs.load({ protoDir: PROTO_DIR, files: ETCD_API_FILES });
   return etcdCodecs;
+}
+
+/**
+ * The member's codecs, compiled once per process: camelCase property names (`range_end` →
+ * `rangeEnd`, the names of member-types.ts), so decoded requests pass straight into the stores.
+ */
+export function loadMemberCodecs(): ProtoCodecs {
+  memberCodecs ??= ProtoCodecs.load({ protoDir: PROTO_DIR, files: MEMBER_FILES, keepCase: false });
+  return memberCodecs;
 }

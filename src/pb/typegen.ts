@@ -11,11 +11,16 @@
  * signatures: this file stays a leaf that imports nothing of ours.
  *
  *   npx tsx src/pb/typegen.ts > src/pb/etcd-types.ts
+ *   npx tsx src/pb/typegen.ts --member > src/pb/member-types.ts
+ *
+ * etcd-types.ts names fields as the protos do (the default codecs, etcd's JSON);
+ * member-types.ts is the same messages, plus raft_internal.proto, under the
+ * camelCase names the member's codecs (loadMemberCodecs) decode to.
  */
 
 import protobuf from "protobufjs";
 import { fileURLToPath } from "node:url";
-import { ETCD_API_FILES, PROTO_DIR } from "./protos.js";
+import { ETCD_API_FILES, MEMBER_FILES, PROTO_DIR } from "./protos.js";
 
 const NUMBER_TYPES = new Set([
   "double", "float", "int32", "uint32", "sint32", "fixed32", "sfixed32",
@@ -31,25 +36,25 @@ function tsName(t: protobuf.ReflectionObject): string {
   return parts.join("_");
 }
 
-function scalarType(f: protobuf.Field, init: boolean): string {
+function scalarType(f: protobuf.Field, init: boolean, o: TypegenOptions): string {
   if (f.resolvedType instanceof protobuf.Enum) return "number";
   if (f.resolvedType instanceof protobuf.Type) return tsName(f.resolvedType) + (init ? "Init" : "");
   if (NUMBER_TYPES.has(f.type)) return "number";
   if (f.type === "bool") return "boolean";
   if (f.type === "string") return "string";
-  if (f.type === "bytes") return init ? "Uint8Array | string" : "Buffer";
+  if (f.type === "bytes") return init ? o.initBytes : "Buffer";
   throw new Error(`${f.fullName}: unsupported type ${f.type}`);
 }
 
-function messageDecl(t: protobuf.Type): string {
+function messageDecl(t: protobuf.Type, o: TypegenOptions): string {
   const name = tsName(t);
   const decoded: string[] = [];
   const init: string[] = [];
   const fields = [...t.fieldsArray].sort((a, b) => a.id - b.id);
   for (const f of fields) {
     f.resolve();
-    const base = scalarType(f, false);
-    const baseInit = scalarType(f, true);
+    const base = scalarType(f, false, o);
+    const baseInit = scalarType(f, true, o);
     const isMessage = f.resolvedType instanceof protobuf.Type;
     if (f.repeated) {
       decoded.push(`  ${f.name}: ${wrapArray(base)};`);
@@ -115,11 +120,28 @@ function collect(ns: protobuf.NamespaceBase, types: protobuf.Type[], enums: prot
   }
 }
 
+/** How the declarations name fields and type bytes; the default matches ProtoCodecs.load's. */
+export interface TypegenOptions {
+  /** Property names as written in the proto (true) or protobufjs's camelCase (false), as ProtoLoadOptions.keepCase. */
+  keepCase: boolean;
+  /** The type of a bytes field in `FooInit`. */
+  initBytes: "Uint8Array | string" | "Uint8Array";
+}
+
+const DEFAULT_OPTIONS: TypegenOptions = { keepCase: true, initBytes: "Uint8Array | string" };
+
+/**
+ * The member's flavour (member-types.ts): camelCase names, as its codecs decode, and bytes
+ * only as Uint8Array in `FooInit`, since the stores take those types as requests whose absent
+ * fields mean proto3 defaults and compare keys as bytes.
+ */
+export const MEMBER_TYPEGEN: TypegenOptions = { keepCase: false, initBytes: "Uint8Array" };
+
 /** The declarations file for a set of protos. */
-export function generateTypes(protoDir: string, files: readonly string[], command: string): string {
+export function generateTypes(protoDir: string, files: readonly string[], command: string, options: TypegenOptions = DEFAULT_OPTIONS): string {
   const root = new protobuf.Root();
   root.resolvePath = (_origin, target) => protoDir + target;
-  root.loadSync([...files], { keepCase: true });
+  root.loadSync([...files], { keepCase: options.keepCase });
   root.resolveAll();
   const types: protobuf.Type[] = [];
   const enums: protobuf.Enum[] = [];
@@ -136,12 +158,20 @@ export function generateTypes(protoDir: string, files: readonly string[], comman
     "/* eslint-disable */",
     "",
     ...enums.map(enumDecl),
-    ...types.map(messageDecl),
+    ...types.map((t) => messageDecl(t, options)),
     ...services.map(serviceDecl),
     servicesDecl(services),
   ].join("\n");
 }
 
+/** The regenerating commands, as the files' first lines and test/pb/typegen.test.ts say them. */
+export const ETCD_TYPES_COMMAND = "npx tsx src/pb/typegen.ts > src/pb/etcd-types.ts";
+export const MEMBER_TYPES_COMMAND = "npx tsx src/pb/typegen.ts --member > src/pb/member-types.ts";
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  process.stdout.write(generateTypes(PROTO_DIR, ETCD_API_FILES, "npx tsx src/pb/typegen.ts > src/pb/etcd-types.ts"));
+  process.stdout.write(
+    process.argv.includes("--member")
+      ? generateTypes(PROTO_DIR, MEMBER_FILES, MEMBER_TYPES_COMMAND, MEMBER_TYPEGEN)
+      : generateTypes(PROTO_DIR, ETCD_API_FILES, ETCD_TYPES_COMMAND),
+  );
 }

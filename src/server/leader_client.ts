@@ -6,24 +6,15 @@
  */
 import type * as grpcTypes from "@grpc/grpc-js";
 import type { MessageCodec } from "../grpc/index.js";
+import type {
+  LeaseKeepAliveRequestInit,
+  LeaseKeepAliveResponse,
+  LeaseTimeToLiveRequestInit,
+  LeaseTimeToLiveResponse,
+} from "../pb/member-types.js";
 import type { NodeId } from "../raft/types.js";
 import { Code, EtcdError, Errors, type CodeValue } from "./errors.js";
-import { serverCodecs } from "./raft_request.js";
-
-export interface LeaseTimeToLiveRequest {
-  ID: number;
-  keys: boolean;
-}
-export interface LeaseTimeToLiveResponse {
-  ID: number;
-  TTL: number;
-  grantedTTL: number;
-  keys: Buffer[];
-}
-interface KeepAliveResponse {
-  ID: number;
-  TTL: number;
-}
+import { loadMemberCodecs } from "../pb/protos.js";
 
 function method<Req, Res>(path: string, req: MessageCodec<Req>, res: MessageCodec<Res>, responseStream = false, requestStream = false) {
   return {
@@ -38,17 +29,17 @@ function method<Req, Res>(path: string, req: MessageCodec<Req>, res: MessageCode
 }
 
 function leaseServiceDefinition() {
-  const c = serverCodecs();
+  const c = loadMemberCodecs();
   return {
     LeaseTimeToLive: method(
       "/etcdserverpb.Lease/LeaseTimeToLive",
-      c.message<LeaseTimeToLiveRequest>("etcdserverpb.LeaseTimeToLiveRequest"),
+      c.message<LeaseTimeToLiveRequestInit>("etcdserverpb.LeaseTimeToLiveRequest"),
       c.message<LeaseTimeToLiveResponse>("etcdserverpb.LeaseTimeToLiveResponse"),
     ),
     LeaseKeepAlive: method(
       "/etcdserverpb.Lease/LeaseKeepAlive",
-      c.message<{ ID: number }>("etcdserverpb.LeaseKeepAliveRequest"),
-      c.message<KeepAliveResponse>("etcdserverpb.LeaseKeepAliveResponse"),
+      c.message<LeaseKeepAliveRequestInit>("etcdserverpb.LeaseKeepAliveRequest"),
+      c.message<LeaseKeepAliveResponse>("etcdserverpb.LeaseKeepAliveResponse"),
       true,
       true,
     ),
@@ -56,8 +47,8 @@ function leaseServiceDefinition() {
 }
 
 type LeaseClient = grpcTypes.Client & {
-  LeaseTimeToLive(req: LeaseTimeToLiveRequest, md: grpcTypes.Metadata, opts: grpcTypes.CallOptions, cb: (err: grpcTypes.ServiceError | null, res?: LeaseTimeToLiveResponse) => void): void;
-  LeaseKeepAlive(md: grpcTypes.Metadata, opts: grpcTypes.CallOptions): grpcTypes.ClientDuplexStream<{ ID: number }, KeepAliveResponse>;
+  LeaseTimeToLive(req: LeaseTimeToLiveRequestInit, md: grpcTypes.Metadata, opts: grpcTypes.CallOptions, cb: (err: grpcTypes.ServiceError | null, res?: LeaseTimeToLiveResponse) => void): void;
+  LeaseKeepAlive(md: grpcTypes.Metadata, opts: grpcTypes.CallOptions): grpcTypes.ClientDuplexStream<LeaseKeepAliveRequestInit, LeaseKeepAliveResponse>;
 };
 
 let Ctor: grpcTypes.ServiceClientConstructor | undefined;
@@ -74,7 +65,7 @@ async function loadGrpc(): Promise<typeof grpcTypes> {
 export class LeaderClient {
   private leader: NodeId = 0;
   private client: LeaseClient | undefined;
-  private stream: grpcTypes.ClientDuplexStream<{ ID: number }, KeepAliveResponse> | undefined;
+  private stream: grpcTypes.ClientDuplexStream<LeaseKeepAliveRequestInit, LeaseKeepAliveResponse> | undefined;
   private readonly pending: Array<{ resolve(ttl: number): void; reject(e: Error): void }> = [];
 
   constructor(private readonly timeoutMs: number) {}
@@ -91,7 +82,7 @@ export class LeaderClient {
     return this.client;
   }
 
-  async timeToLive(leader: NodeId, url: string, req: LeaseTimeToLiveRequest): Promise<LeaseTimeToLiveResponse> {
+  async timeToLive(leader: NodeId, url: string, req: LeaseTimeToLiveRequestInit): Promise<LeaseTimeToLiveResponse> {
     const client = await this.clientFor(leader, url);
     const grpc = await loadGrpc();
     return new Promise((resolve, reject) => {
@@ -108,7 +99,7 @@ export class LeaderClient {
     const grpc = await loadGrpc();
     if (this.stream === undefined) {
       const stream = client.LeaseKeepAlive(new grpc.Metadata(), {});
-      stream.on("data", (r: KeepAliveResponse) => this.pending.shift()?.resolve(r.TTL));
+      stream.on("data", (r: LeaseKeepAliveResponse) => this.pending.shift()?.resolve(r.TTL));
       const fail = (e: Error) => {
         if (this.stream === stream) this.stream = undefined;
         for (const p of this.pending.splice(0)) p.reject(forwardedError(e));

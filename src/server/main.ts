@@ -4,7 +4,7 @@
  */
 import { createServer } from "node:http";
 import { collectDefaultMetrics, Registry } from "prom-client";
-import { GrpcServer, GRPC_OVERHEAD_BYTES } from "../grpc/index.js";
+import { GrpcServer, GRPC_OVERHEAD_BYTES, type MemberServices } from "../grpc/index.js";
 import { registerMvccMetrics } from "../mvcc/metrics.js";
 import { clusterService } from "./api/cluster.js";
 import { electionService } from "./api/election.js";
@@ -20,7 +20,7 @@ import { httpRoutes } from "./http_routes.js";
 import { LeaderClient } from "./leader_client.js";
 import { createLogger, type Logger } from "./logger.js";
 import { formatId } from "./member.js";
-import { serverCodecs } from "./raft_request.js";
+import { loadMemberCodecs } from "../pb/protos.js";
 import { tuneV8 } from "./v8_tuning.js";
 
 function hostPort(url: string): { host: string; port: number } {
@@ -66,11 +66,12 @@ async function serve(config: ServerConfig, logger: Logger): Promise<void> {
 
   const leaderClient = new LeaderClient(server.requestTimeoutMs);
   const quota = new Quota(server);
-  const grpcServers: GrpcServer[] = [];
+  const grpcServers: GrpcServer<MemberServices>[] = [];
   const routes = httpRoutes(server, registry);
   for (const url of config.listenClientUrls) {
-    const g = new GrpcServer({
-      codecs: serverCodecs(),
+    // The member's codecs decode to the camelCase messages of src/pb/member-types.ts; addService checks each service against them.
+    const g = new GrpcServer<MemberServices>({
+      codecs: loadMemberCodecs(),
       maxReceiveMessageBytes: config.maxRequestBytes + GRPC_OVERHEAD_BYTES,
       maxConcurrentStreams: config.maxConcurrentStreams,
       http: routes,

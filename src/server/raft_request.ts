@@ -3,68 +3,23 @@
  * compiled from proto/ (proto/etcdserverpb/raft_internal.proto). One request per entry; the id
  * lets the member that proposed it wake the waiting handler when the entry is applied.
  */
-import { ProtoCodecs, PROTO_DIR, ETCD_API_FILES, type MessageCodec } from "../grpc/index.js";
-import type {
-  CompactionRequest,
-  DeleteRangeRequest,
-  PutRequest,
-  RangeRequest,
-  TxnRequest,
-} from "../mvcc/types.js";
+import type { MessageCodec } from "../pb/codec.js";
+import type { InternalRaftRequest, InternalRaftRequestInit } from "../pb/member-types.js";
+import { loadMemberCodecs } from "../pb/protos.js";
 
-export interface LeaseGrantRequest {
-  TTL: number;
-  ID: number;
-}
-export interface LeaseRevokeRequest {
-  ID: number;
-}
-export interface LeaseCheckpointRequest {
-  checkpoints: Array<{ ID: number; remaining_TTL: number }>;
-}
-export interface AlarmRequest {
-  action: number;
-  memberID: number;
-  alarm: number;
-}
-export interface MemberAttributes {
-  member_ID: number;
-  name: string;
-  clientUrls: string[];
-}
+export type { InternalRaftRequest } from "../pb/member-types.js";
 
-export interface InternalRaftRequest {
-  ID: number;
-  range?: RangeRequest;
-  put?: PutRequest;
-  deleteRange?: DeleteRangeRequest;
-  txn?: TxnRequest;
-  compaction?: CompactionRequest;
-  leaseGrant?: LeaseGrantRequest;
-  leaseRevoke?: LeaseRevokeRequest;
-  alarm?: AlarmRequest;
-  leaseCheckpoint?: LeaseCheckpointRequest;
-  memberAttributes?: MemberAttributes;
-}
+/** The requests a member proposes through Raft (the id is added when it is proposed). */
+export type ProposedRequest = Omit<InternalRaftRequestInit, "ID">;
 
-/** The requests a member proposes through Raft. */
-export type ProposedRequest = Omit<InternalRaftRequest, "ID">;
+let internal: MessageCodec<InternalRaftRequest, InternalRaftRequestInit> | undefined;
 
-let codecs: ProtoCodecs | undefined;
-let internal: MessageCodec<InternalRaftRequest> | undefined;
-
-/** The etcd API plus the internal request, compiled once per process. */
-export function serverCodecs(): ProtoCodecs {
-  codecs ??= ProtoCodecs.load({ protoDir: PROTO_DIR, files: [...ETCD_API_FILES, "etcdserverpb/raft_internal.proto"], keepCase: false });
-  return codecs;
-}
-
-function internalCodec(): MessageCodec<InternalRaftRequest> {
-  internal ??= serverCodecs().message<InternalRaftRequest>("etcdserverpb.InternalRaftRequest");
+function internalCodec(): MessageCodec<InternalRaftRequest, InternalRaftRequestInit> {
+  internal ??= loadMemberCodecs().message<InternalRaftRequest, InternalRaftRequestInit>("etcdserverpb.InternalRaftRequest");
   return internal;
 }
 
-export function encodeRaftRequest(r: InternalRaftRequest): Buffer {
+export function encodeRaftRequest(r: InternalRaftRequestInit & { ID: number }): Buffer {
   if (!Number.isSafeInteger(r.ID) || r.ID <= 0) throw new Error(`raft request: bad id ${r.ID}`);
   // The codec encodes into a buffer sized by its learned hint (up to 64 KiB) and returns a view.
   // The entry lives on in raft's log and the WAL's in-memory tail (10,000 entries), so a view

@@ -3,13 +3,14 @@
  * membership changes (add/remove/update/promote) belong to the cluster-operations work and answer
  * UNIMPLEMENTED until then, rather than pretending.
  */
-import { GrpcError, Status, type CallContext } from "../../grpc/index.js";
+import { GrpcError, Status, type MemberHandlers } from "../../grpc/index.js";
+import type { MemberInit } from "../../pb/member-types.js";
 import type { EtcdServer } from "../etcdserver.js";
 import type { Member } from "../member.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 
-export function memberPb(m: Member) {
+export function memberPb(m: Member): MemberInit {
   return { ID: m.id, name: m.name, peerURLs: [...m.peerUrls], clientURLs: [...m.clientUrls], isLearner: m.isLearner };
 }
 
@@ -19,9 +20,9 @@ function notYet(what: string) {
   };
 }
 
-export function clusterService(s: EtcdServer) {
+export function clusterService(s: EtcdServer): MemberHandlers<"etcdserverpb.Cluster"> {
   return {
-    MemberList: (req: { linearizable: boolean }, ctx: CallContext) =>
+    MemberList: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (req.linearizable) await s.linearizableReadNotify();

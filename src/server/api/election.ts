@@ -5,34 +5,15 @@
  * the leader's value if it still holds its key at the same create revision; resign deletes it;
  * observe streams the current leader and every change.
  */
-import type { CallContext, ServerWritable } from "../../grpc/index.js";
+import type { MemberHandlers, ServerWritable } from "../../grpc/index.js";
+import type { KeyValue, LeaderKey, LeaderResponseInit, ResponseHeader } from "../../pb/member-types.js";
 import { GrpcError } from "../../grpc/index.js";
-import { CompareResult, CompareTarget, EventType, type KeyValue } from "../../mvcc/types.js";
+import { CompareResult, CompareTarget, EventType } from "../../mvcc/types.js";
 import type { EtcdServer } from "../etcdserver.js";
 import { Code, Errors } from "../errors.js";
 import { REQUIRE_LEADER_KEY, requireLeaderIfAsked } from "./guard.js";
-import type { ResponseHeader } from "./header.js";
 import { firstCreate, prefixRange, Session, viaClient } from "./lock.js";
 import { LeaderLossMonitor } from "./watch.js";
-
-/** v3electionpb.LeaderKey */
-interface LeaderKey {
-  name?: Uint8Array;
-  key?: Uint8Array;
-  rev?: number;
-  lease?: number;
-}
-
-interface CampaignRequest {
-  name?: Uint8Array;
-  lease?: number;
-  value?: Uint8Array;
-}
-
-interface LeaderResponse {
-  header: ResponseHeader;
-  kv: KeyValue;
-}
 
 /** etcd's errors here are plain Go errors: gRPC answers them with code Unknown and their text. */
 const errElectionNotLeader = () => new GrpcError(Code.Unknown, "election: not leader");
@@ -49,10 +30,10 @@ function bytes(b: Uint8Array | undefined): Buffer {
   return Buffer.from(b ?? new Uint8Array(0));
 }
 
-export function electionService(s: EtcdServer) {
+export function electionService(s: EtcdServer): MemberHandlers<"v3electionpb.Election"> {
   const monitor = new LeaderLossMonitor(s);
   return {
-    Campaign: (req: CampaignRequest, ctx: CallContext) => {
+    Campaign: (req, ctx) => {
       requireLeaderIfAsked(s, ctx);
       return viaClient(async () => {
         const session = new Session(s, ctx.signal);
@@ -61,7 +42,7 @@ export function electionService(s: EtcdServer) {
       });
     },
 
-    Proclaim: (req: { leader?: LeaderKey | null; value?: Uint8Array }, ctx: CallContext) => {
+    Proclaim: (req, ctx) => {
       requireLeaderIfAsked(s, ctx);
       return viaClient(async () => {
         if (req.leader == null) throw errMissingLeaderKey();
@@ -72,7 +53,7 @@ export function electionService(s: EtcdServer) {
       });
     },
 
-    Leader: (req: { name?: Uint8Array }, ctx: CallContext) => {
+    Leader: (req, ctx) => {
       requireLeaderIfAsked(s, ctx);
       return viaClient(async () => {
         const r = await new Session(s, ctx.signal).get(firstCreate(prefixOf(req.name)));
@@ -81,7 +62,7 @@ export function electionService(s: EtcdServer) {
       });
     },
 
-    Observe: (req: { name?: Uint8Array }, call: ServerWritable<LeaderResponse>, ctx: CallContext) => {
+    Observe: (req, call, ctx) => {
       requireLeaderIfAsked(s, ctx);
       // The observation stops when the RPC ends or when a `hasleader` client's member loses its leader.
       const stop = new AbortController();
@@ -106,7 +87,7 @@ export function electionService(s: EtcdServer) {
         });
     },
 
-    Resign: (req: { leader?: LeaderKey | null }, ctx: CallContext) => {
+    Resign: (req, ctx) => {
       requireLeaderIfAsked(s, ctx);
       return viaClient(async () => {
         if (req.leader == null) throw errMissingLeaderKey();
@@ -176,14 +157,14 @@ async function resign(session: Session, key: Buffer, rev: number, detached = fal
  * concurrency.Election.Observe: sends the current leader (waiting for the first candidate if there
  * is none), then every new value of that leader's key until it is deleted, then the next leader.
  */
-async function observe(session: Session, pfx: Buffer, call: ServerWritable<LeaderResponse>): Promise<void> {
-  const send = async (r: LeaderResponse) => {
+async function observe(session: Session, pfx: Buffer, call: ServerWritable<LeaderResponseInit>): Promise<void> {
+  const send = async (r: LeaderResponseInit) => {
     if (!call.write(r)) await call.drain();
     session.signal.throwIfAborted();
   };
   for (;;) {
     const r = await session.get(firstCreate(pfx));
-    let current: LeaderResponse | undefined = r.kvs[0] === undefined ? undefined : { header: r.header, kv: r.kvs[0] };
+    let current: { header: ResponseHeader; kv: KeyValue } | undefined = r.kvs[0] === undefined ? undefined : { header: r.header, kv: r.kvs[0] };
     if (current === undefined) {
       // No leader: the first put under the prefix makes one.
       await session.watch({ ...prefixRange(pfx), startRevision: r.header.revision }, (events) => {

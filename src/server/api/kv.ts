@@ -3,25 +3,18 @@
  * through Raft; linearizable reads (and read-only txns) wait for a ReadIndex round, serializable
  * ones are served from the local store at once.
  */
-import type { CallContext } from "../../grpc/index.js";
+import type { MemberHandlers } from "../../grpc/index.js";
 import { checkPutRequest, checkTxnRequest } from "../../mvcc/txn_check.js";
-import type {
-  CompactionRequest,
-  DeleteRangeRequest,
-  PutRequest,
-  RangeRequest,
-  RequestOp,
-  TxnRequest,
-} from "../../mvcc/types.js";
+import type { PutRequest, RequestOp, TxnRequest } from "../../mvcc/types.js";
 import type { EtcdServer } from "../etcdserver.js";
 import { Errors } from "../errors.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 import type { Quota } from "./quota.js";
 
-export function kvService(s: EtcdServer, quota: Quota) {
+export function kvService(s: EtcdServer, quota: Quota): MemberHandlers<"etcdserverpb.KV"> {
   return {
-    Range: (req: RangeRequest, ctx: CallContext) =>
+    Range: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (!req.key || req.key.length === 0) throw Errors.emptyKey();
@@ -31,7 +24,7 @@ export function kvService(s: EtcdServer, quota: Quota) {
         return { header: header(s, r.revision), kvs: r.kvs, more: r.more, count: r.count };
       }),
 
-    Put: (req: PutRequest, ctx: CallContext) =>
+    Put: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         checkPutRequest(req);
@@ -40,7 +33,7 @@ export function kvService(s: EtcdServer, quota: Quota) {
         return { header: header(s, revision), ...response };
       }),
 
-    DeleteRange: (req: DeleteRangeRequest, ctx: CallContext) =>
+    DeleteRange: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (!req.key || req.key.length === 0) throw Errors.emptyKey();
@@ -48,7 +41,7 @@ export function kvService(s: EtcdServer, quota: Quota) {
         return { header: header(s, revision), ...response };
       }),
 
-    Txn: (req: TxnRequest, ctx: CallContext) =>
+    Txn: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         checkTxnRequest(req, s.config.maxTxnOps);
@@ -64,7 +57,7 @@ export function kvService(s: EtcdServer, quota: Quota) {
         return { header: header(s, revision), ...response };
       }),
 
-    Compact: (req: CompactionRequest, ctx: CallContext) =>
+    Compact: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         // A revision past 2^53 cannot be exact here; it is certainly in the future.

@@ -2,7 +2,7 @@
  * etcdserverpb.Lease. Grant and revoke go through Raft; keep-alive and time-to-live are answered
  * by the leader's lessor (it owns the expiry clock), so a follower forwards them to the leader.
  */
-import type { BidiCall, CallContext } from "../../grpc/index.js";
+import type { MemberHandlers } from "../../grpc/index.js";
 import { LessorNotPrimaryError } from "../../lease/errors.js";
 import { MAX_LEASE_TTL_SEC } from "../../lease/ttl.js";
 import { NONE } from "../../raft/types.js";
@@ -13,12 +13,7 @@ import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 import type { Quota } from "./quota.js";
 
-interface LeaseGrantRequest {
-  TTL: number;
-  ID: number;
-}
-
-export function leaseService(s: EtcdServer, quota: Quota, leaderClient: LeaderClient) {
+export function leaseService(s: EtcdServer, quota: Quota, leaderClient: LeaderClient): MemberHandlers<"etcdserverpb.Lease"> {
   /** The leader's client URL, or the reason there is none. */
   const leaderUrl = (): { leader: number; url: string } => {
     const leader = s.leader();
@@ -41,7 +36,7 @@ export function leaseService(s: EtcdServer, quota: Quota, leaderClient: LeaderCl
   };
 
   return {
-    LeaseGrant: (req: LeaseGrantRequest, ctx: CallContext) =>
+    LeaseGrant: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         await quota.check(0);
@@ -53,14 +48,14 @@ export function leaseService(s: EtcdServer, quota: Quota, leaderClient: LeaderCl
         return { header: header(s, revision), ...response };
       }),
 
-    LeaseRevoke: (req: { ID: number }, ctx: CallContext) =>
+    LeaseRevoke: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         const { revision } = await s.proposeAndApply<object>({ leaseRevoke: { ID: req.ID } }, ctx.signal);
         return { header: header(s, revision) };
       }),
 
-    LeaseKeepAlive: (call: BidiCall<{ ID: number }, object>, ctx: CallContext) => {
+    LeaseKeepAlive: (call, ctx) => {
       // Renewals are answered in the order they came (clients match them by ID anyway).
       let chain = Promise.resolve();
       call.onMessage((req) => {
@@ -81,7 +76,7 @@ export function leaseService(s: EtcdServer, quota: Quota, leaderClient: LeaderCl
       call.onEnd(() => void chain.then(() => call.end()));
     },
 
-    LeaseTimeToLive: (req: { ID: number; keys: boolean }, ctx: CallContext) =>
+    LeaseTimeToLive: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (!s.isLeader()) {
@@ -93,7 +88,7 @@ export function leaseService(s: EtcdServer, quota: Quota, leaderClient: LeaderCl
         return { header: header(s), ID: t.id, TTL: t.ttlSec, grantedTTL: t.grantedTtlSec, keys: t.keys };
       }),
 
-    LeaseLeases: (_req: object, ctx: CallContext) =>
+    LeaseLeases: (_req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         return { header: header(s), leases: s.lessor.leases().map((ID) => ({ ID })) };

@@ -10,7 +10,7 @@
  *
  * The session helpers below (`Session`) are shared with the election service.
  */
-import type { CallContext } from "../../grpc/index.js";
+import type { MemberHandlers } from "../../grpc/index.js";
 import { GrpcError } from "../../grpc/index.js";
 import {
   CompareResult,
@@ -28,15 +28,6 @@ import type { EtcdServer } from "../etcdserver.js";
 import { Code, Errors, toEtcdError } from "../errors.js";
 import { requireLeaderIfAsked } from "./guard.js";
 import { header, type ResponseHeader } from "./header.js";
-
-interface LockRequest {
-  name?: Uint8Array;
-  lease?: number;
-}
-
-interface UnlockRequest {
-  key?: Uint8Array;
-}
 
 /** concurrency.defaultSessionTTL: the lease granted when a request names none. */
 const DEFAULT_SESSION_TTL_SEC = 60;
@@ -57,9 +48,9 @@ export async function viaClient<T>(f: () => Promise<T>): Promise<T> {
   }
 }
 
-export function lockService(s: EtcdServer) {
+export function lockService(s: EtcdServer): MemberHandlers<"v3lockpb.Lock"> {
   return {
-    Lock: (req: LockRequest, ctx: CallContext) => {
+    Lock: (req, ctx) => {
       requireLeaderIfAsked(s, ctx);
       return viaClient(async () => {
         const session = new Session(s, ctx.signal);
@@ -69,7 +60,7 @@ export function lockService(s: EtcdServer) {
       });
     },
 
-    Unlock: (req: UnlockRequest, ctx: CallContext) => {
+    Unlock: (req, ctx) => {
       requireLeaderIfAsked(s, ctx);
       return viaClient(async () => {
         const session = new Session(s, ctx.signal);

@@ -4,8 +4,9 @@
 import { createHash } from "node:crypto";
 import { open, rm } from "node:fs/promises";
 import { join } from "node:path";
-import type { CallContext, ServerWritable } from "../../grpc/index.js";
-import { AlarmAction, AlarmType } from "../alarms.js";
+import type { CallContext, MemberHandlers, ServerWritable } from "../../grpc/index.js";
+import type { SnapshotResponseInit } from "../../pb/member-types.js";
+import { AlarmAction, AlarmType, type AlarmMember } from "../alarms.js";
 import { ETCD_API_VERSION } from "../config.js";
 import type { EtcdServer } from "../etcdserver.js";
 import { Errors } from "../errors.js";
@@ -15,15 +16,9 @@ import { header } from "./header.js";
 /** etcd sends the snapshot in 32 KiB blobs (snapshotSendBufferSize). */
 const SNAPSHOT_CHUNK_BYTES = 32 * 1024;
 
-interface AlarmRequest {
-  action: AlarmAction;
-  memberID: number;
-  alarm: AlarmType;
-}
-
-export function maintenanceService(s: EtcdServer) {
+export function maintenanceService(s: EtcdServer): MemberHandlers<"etcdserverpb.Maintenance"> {
   return {
-    Status: (_req: object, ctx: CallContext) =>
+    Status: (_req, ctx) =>
       guarded(() => {
         requireLeaderIfAsked(s, ctx);
         const dbSize = s.kv.sizeBytes();
@@ -41,38 +36,38 @@ export function maintenanceService(s: EtcdServer) {
         };
       }),
 
-    Alarm: (req: AlarmRequest, ctx: CallContext) =>
+    Alarm: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (req.action === AlarmAction.GET) {
           return { header: header(s), alarms: s.alarms.list(req.alarm) };
         }
-        const { response, revision } = await s.proposeAndApply<{ alarms: unknown[] }>({ alarm: req }, ctx.signal);
+        const { response, revision } = await s.proposeAndApply<{ alarms: AlarmMember[] }>({ alarm: req }, ctx.signal);
         return { header: header(s, revision), alarms: response.alarms };
       }),
 
-    Hash: (_req: object, ctx: CallContext) =>
+    Hash: (_req, ctx) =>
       guarded(() => {
         requireLeaderIfAsked(s, ctx);
         const h = s.kv.hash();
         return { header: header(s, h.revision), hash: h.hash };
       }),
 
-    HashKV: (req: { revision: number }, ctx: CallContext) =>
+    HashKV: (req, ctx) =>
       guarded(() => {
         requireLeaderIfAsked(s, ctx);
         const h = s.kv.hashKV(req.revision);
         return { header: header(s, h.revision), hash: h.hash, compactRevision: h.compactRevision };
       }),
 
-    Defragment: (_req: object, ctx: CallContext) =>
+    Defragment: (_req, ctx) =>
       guarded(() => {
         requireLeaderIfAsked(s, ctx);
         s.kv.defragment();
         return { header: header(s) };
       }),
 
-    MoveLeader: (req: { targetID: number }, ctx: CallContext) =>
+    MoveLeader: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (req.targetID === 0) throw Errors.badLeaderTransferee();
@@ -80,7 +75,7 @@ export function maintenanceService(s: EtcdServer) {
         return { header: header(s) };
       }),
 
-    Snapshot: (_req: object, call: ServerWritable<object>, ctx: CallContext) =>
+    Snapshot: (_req, call, ctx) =>
       guarded(() => streamSnapshot(s, call, ctx)),
 
     Downgrade: () => {
@@ -93,7 +88,7 @@ export function maintenanceService(s: EtcdServer) {
  * Streams a consistent copy of the backend, then (as etcd does) the sha256 of everything sent, so
  * `etcdctl snapshot restore` can tell a complete file from a cut one.
  */
-async function streamSnapshot(s: EtcdServer, call: ServerWritable<object>, ctx: CallContext): Promise<void> {
+async function streamSnapshot(s: EtcdServer, call: ServerWritable<SnapshotResponseInit>, ctx: CallContext): Promise<void> {
   requireLeaderIfAsked(s, ctx);
   const tmp = join(s.config.snapDir, `client-snapshot-${process.pid}-${Date.now()}.db`);
   try {

@@ -7,57 +7,26 @@
  * consumer pauses until `drain()`, the WatchStream's bounded buffer fills, and the watchable store
  * parks the stream's watchers (catching them up from the backend later) instead of growing memory.
  */
-import { GRPC_OVERHEAD_BYTES, type BidiCall, type CallContext, type MessageCodec } from "../../grpc/index.js";
-import type { Event } from "../../mvcc/types.js";
+import { GRPC_OVERHEAD_BYTES, type BidiCall, type MemberHandlers, type MessageCodec } from "../../grpc/index.js";
+import type { EventInit, WatchCreateRequest, WatchRequest, WatchResponseInit } from "../../pb/member-types.js";
 import type { WatchStream } from "../../mvcc/watch_stream.js";
 import type { WatchResponse as MvccWatchResponse } from "../../mvcc/watcher.js";
 import { NONE } from "../../raft/types.js";
 import type { EtcdServer } from "../etcdserver.js";
 import { Errors } from "../errors.js";
-import { serverCodecs } from "../raft_request.js";
+import { loadMemberCodecs } from "../../pb/protos.js";
 import { REQUIRE_LEADER_KEY, requireLeaderIfAsked } from "./guard.js";
-import { header, type ResponseHeader } from "./header.js";
-
-/** etcdserverpb.WatchCreateRequest as decoded (camelCase). */
-export interface WatchCreateRequest {
-  key?: Uint8Array;
-  rangeEnd?: Uint8Array;
-  startRevision?: number;
-  progressNotify?: boolean;
-  filters?: number[];
-  prevKv?: boolean;
-  watchId?: number;
-  fragment?: boolean;
-}
-
-/** etcdserverpb.WatchRequest: one of the three is set. */
-export interface WatchRequest {
-  createRequest?: WatchCreateRequest | null;
-  cancelRequest?: { watchId?: number } | null;
-  progressRequest?: object | null;
-}
-
-/** etcdserverpb.WatchResponse as encoded. */
-export interface WatchResponse {
-  header: ResponseHeader;
-  watchId: number;
-  created?: boolean;
-  canceled?: boolean;
-  compactRevision?: number;
-  cancelReason?: string;
-  fragment?: boolean;
-  events?: Event[];
-}
+import { header } from "./header.js";
 
 /** The id etcd answers with when a create fails (mvcc returns -1 with the error). */
 const INVALID_WATCH_ID = -1;
 /** etcd's maxNoLeaderCnt: election timeouts without a leader before `hasleader` streams end. */
 const MAX_NO_LEADER_COUNT = 3;
 
-export function watchService(s: EtcdServer) {
+export function watchService(s: EtcdServer): MemberHandlers<"etcdserverpb.Watch"> {
   const monitor = new LeaderLossMonitor(s);
   return {
-    Watch: (call: BidiCall<WatchRequest, WatchResponse>, ctx: CallContext) => {
+    Watch: (call, ctx) => {
       requireLeaderIfAsked(s, ctx);
       const sws = new ServerWatchStream(s, call);
       if (ctx.metadata.get(REQUIRE_LEADER_KEY) === "true") monitor.add(sws);
@@ -114,22 +83,22 @@ export class LeaderLossMonitor {
 
 /** Response sizes for etcd's fragmentation, computed with the wire codecs. */
 class ResponseSizer {
-  private readonly response: MessageCodec<WatchResponse>;
-  private readonly event: MessageCodec<Event>;
+  private readonly response: MessageCodec<unknown, WatchResponseInit>;
+  private readonly event: MessageCodec<unknown, EventInit>;
 
   constructor() {
-    const codecs = serverCodecs();
-    this.response = codecs.message<WatchResponse>("etcdserverpb.WatchResponse");
-    this.event = codecs.message<Event>("mvccpb.Event");
+    const codecs = loadMemberCodecs();
+    this.response = codecs.message<unknown, WatchResponseInit>("etcdserverpb.WatchResponse");
+    this.event = codecs.message<unknown, EventInit>("mvccpb.Event");
   }
 
   /** Encoded size of `wr` without its events. */
-  base(wr: WatchResponse): number {
+  base(wr: WatchResponseInit): number {
     return this.response.encode({ ...wr, events: [], fragment: true }).length;
   }
 
   /** Bytes one event adds to the repeated field (tag, length, body). */
-  event1(ev: Event): number {
+  event1(ev: EventInit): number {
     const n = this.event.encode(ev).length;
     return 1 + varintSize(n) + n;
   }
@@ -151,7 +120,7 @@ let sizer: ResponseSizer | undefined;
  * into several, each below `maxBytes` unless one event alone exceeds it; every part but the
  * last carries `fragment: true`.
  */
-export function fragmentResponse(wr: WatchResponse, maxBytes: number): WatchResponse[] {
+export function fragmentResponse(wr: WatchResponseInit, maxBytes: number): WatchResponseInit[] {
   const events = wr.events ?? [];
   if (events.length < 2) return [wr];
   sizer ??= new ResponseSizer();
@@ -159,7 +128,7 @@ export function fragmentResponse(wr: WatchResponse, maxBytes: number): WatchResp
   const sizes = events.map((ev) => sizer!.event1(ev));
   const total = sizes.reduce((a, b) => a + b, base);
   if (total < maxBytes) return [wr];
-  const parts: WatchResponse[] = [];
+  const parts: WatchResponseInit[] = [];
   let i = 0;
   while (i < events.length) {
     let size = base;
@@ -183,7 +152,7 @@ class ServerWatchStream implements LeaderBound {
 
   constructor(
     private readonly s: EtcdServer,
-    private readonly call: BidiCall<WatchRequest, WatchResponse>,
+    private readonly call: BidiCall<WatchRequest, WatchResponseInit>,
   ) {
     this.ws = s.watchable.watchStream();
     this.maxResponseBytes = s.config.maxRequestBytes + GRPC_OVERHEAD_BYTES;
@@ -253,7 +222,7 @@ class ServerWatchStream implements LeaderBound {
    * events, which cannot exist yet). A full socket stops reading requests until it drains, so a
    * client that sends requests without reading responses cannot grow this side's memory.
    */
-  private control(wr: WatchResponse): void {
+  private control(wr: WatchResponseInit): void {
     if (this.call.write(wr)) return;
     this.call.pause();
     void this.call.drain().then(() => this.call.resume());
@@ -262,7 +231,7 @@ class ServerWatchStream implements LeaderBound {
   /** The WatchStream's push handler: false pauses it until the socket drains. */
   private sendEvents(r: MvccWatchResponse): boolean {
     if (this.closed || this.call.ended) return true;
-    const wr: WatchResponse = {
+    const wr: WatchResponseInit = {
       // etcd's compaction cancel carries no revision (its mvcc response leaves it 0).
       header: header(this.s, r.compactRevision ? 0 : r.revision),
       watchId: r.watchId,
