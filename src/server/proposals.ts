@@ -1,0 +1,142 @@
+/**
+ * Proposals in flight (etcd's processInternalRaftRequestOnce and its wait registry): a handler's
+ * request gets a cluster-unique id, waits in a bounded registry until the apply loop triggers
+ * that id, and fails with etcd's errors when it cannot go on — too many requests (the registry is
+ * full, or apply lags commit by more than etcd's maxGapBetweenApplyAndCommitIndex), request too
+ * large, no leader / leader changed (raft dropped the batch), request timed out (its deadline
+ * passed; "due to leader failure" while there is no leader), or the caller gave up (abort).
+ *
+ * Requests proposed in one event-loop turn enter raft as one batch at the loop's next turn
+ * (flush). This file owns no timer: the server calls `sweep` periodically, with the clock given.
+ */
+import { ProposalDroppedError } from "../raft/index.js";
+import type { ApplyOutcome } from "./apply.js";
+import { Errors } from "./errors.js";
+import type { IdGenerator } from "./id_gen.js";
+import { encodeRaftRequest, type ProposedRequest } from "./raft_request.js";
+import { Wait } from "./wait.js";
+
+/** etcd's maxGapBetweenApplyAndCommitIndex: beyond it new proposals get "too many requests". */
+export const MAX_GAP_BETWEEN_APPLY_AND_COMMIT = 5000;
+/** Bound on proposals waiting for their entry to apply. */
+export const MAX_PENDING_PROPOSALS = 100_000;
+/** Deadlines swept before the queue's consumed prefix is dropped. */
+const DEADLINE_COMPACT_AT = 1024;
+
+/** What the registry reads of the member's raft state. */
+export interface ProposalsState {
+  committedIndex(): number;
+  appliedIndex(): number;
+  hasLeader(): boolean;
+}
+
+export interface ProposalsOptions {
+  ids: IdGenerator;
+  /** --max-request-bytes: a larger encoded request is refused before it reaches raft. */
+  maxRequestBytes: number;
+  /** How long a proposal may wait for its apply (etcd: 5 s + 2 election timeouts). */
+  requestTimeoutMs: number;
+  /** Monotonic milliseconds. */
+  now(): number;
+  state: ProposalsState;
+  /** The loop should run (a batch is waiting). */
+  wake(): void;
+  /** etcd_server_proposals_failed_total. */
+  failed: { inc(): void };
+  /** Bound on waiting proposals (default MAX_PENDING_PROPOSALS). */
+  maxPending?: number;
+}
+
+/** The raft node's side of a flush. */
+export interface BatchProposer {
+  /** Throws ProposalDroppedError when raft refuses the whole batch (no leader, transfer). */
+  proposeBatch(data: Uint8Array[]): void;
+}
+
+export class Proposals {
+  private readonly wait: Wait<ApplyOutcome>;
+  private batch: Array<{ id: number; data: Buffer }> = [];
+  /** Every proposal has the same timeout, so deadlines queue in order: one sweep, not one timer each. */
+  private readonly deadlines: Array<{ id: number; atMs: number }> = [];
+  private deadlineHead = 0;
+  private stopped = false;
+
+  constructor(private readonly o: ProposalsOptions) {
+    this.wait = new Wait<ApplyOutcome>(o.maxPending ?? MAX_PENDING_PROPOSALS);
+  }
+
+  /** Proposals waiting for their apply (etcd_server_proposals_pending). */
+  get size(): number {
+    return this.wait.size;
+  }
+
+  /** Proposes `req` and resolves with its outcome once applied on this member. */
+  async propose(req: ProposedRequest, signal?: AbortSignal): Promise<ApplyOutcome> {
+    if (this.stopped) throw Errors.stopped();
+    const st = this.o.state;
+    if (this.wait.isFull() || st.committedIndex() > st.appliedIndex() + MAX_GAP_BETWEEN_APPLY_AND_COMMIT) {
+      throw Errors.tooManyRequests();
+    }
+    const id = this.o.ids.next();
+    const data = encodeRaftRequest({ ID: id, ...req });
+    if (data.length > this.o.maxRequestBytes) throw Errors.requestTooLarge();
+    const done = this.wait.register(id);
+    this.batch.push({ id, data });
+    this.o.wake();
+    this.deadlines.push({ id, atMs: this.o.now() + this.o.requestTimeoutMs });
+    if (signal === undefined) return done;
+    const onAbort = () => this.fail(id, Errors.timeout());
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      return await done;
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** Hands the proposals of this turn to raft as one batch; a refused batch fails them all. */
+  flush(raft: BatchProposer): void {
+    if (this.batch.length === 0) return;
+    const batch = this.batch;
+    this.batch = [];
+    try {
+      raft.proposeBatch(batch.map((p) => p.data));
+    } catch (err) {
+      if (!(err instanceof ProposalDroppedError)) throw err;
+      const make = err.reason === "no leader" ? Errors.noLeader : Errors.leaderChanged;
+      for (const p of batch) this.fail(p.id, make());
+    }
+  }
+
+  /** The entry of request `id` was applied: its handler (if still waiting) gets the outcome. */
+  applied(id: number, outcome: ApplyOutcome): void {
+    this.wait.trigger(id, outcome);
+  }
+
+  /** Fails the proposals whose request timeout passed (etcd's "request timed out"). */
+  sweep(): void {
+    const now = this.o.now();
+    const d = this.deadlines;
+    let i = this.deadlineHead;
+    while (i < d.length && d[i]!.atMs <= now) {
+      const { id } = d[i++]!;
+      if (this.wait.has(id)) this.fail(id, this.o.state.hasLeader() ? Errors.timeout() : Errors.timeoutDueToLeaderFail());
+    }
+    this.deadlineHead = i;
+    if (i > DEADLINE_COMPACT_AT && i * 2 > d.length) {
+      d.splice(0, i);
+      this.deadlineHead = 0;
+    }
+  }
+
+  /** The member stops: every waiting proposal fails, new ones are refused. */
+  stop(): void {
+    this.stopped = true;
+    this.batch = [];
+    this.wait.failAll(Errors.stopped);
+  }
+
+  private fail(id: number, err: Error): void {
+    if (this.wait.fail(id, err)) this.o.failed.inc();
+  }
+}

@@ -1,0 +1,275 @@
+/**
+ * The member's Raft loop (etcd's raftNode + applyAll): drives the RawNode. Each turn hands the
+ * proposals of the turn to raft as one batch, then for every Ready:
+ *   persist (one fdatasync) ∥ apply the entries already durable → send → install a snapshot →
+ *   apply the rest → answer ReadIndex rounds → advance.
+ * Messages go out before the write when raft allows it (the leader; or a Ready promising nothing
+ * durable). Every --snapshot-count applied entries it takes a snapshot. A failure in the loop is
+ * fatal: the member cannot continue on a state it did not persist or apply.
+ *
+ * The loop keeps the member's view of raft (leader, term, commit and applied index, configuration)
+ * for everyone else to read.
+ */
+import type { RawNode, Ready } from "../raft/index.js";
+import { MessageType, NONE, StateType, type ConfChangeV2, type ConfState, type Entry, type Message, type NodeId, type SoftState } from "../raft/types.js";
+import type { ApplyOutcome } from "./apply.js";
+import type { Logger } from "./logger.js";
+import { formatId } from "./member.js";
+import type { Proposals } from "./proposals.js";
+import type { RaftStorage } from "./raft_storage.js";
+import type { ReadIndex } from "./read_index.js";
+import type { Snapshots } from "./snapshots.js";
+import type { WaitTime } from "./wait_time.js";
+
+/** Entries applied per turn before yielding to the event loop. */
+const APPLY_BATCH_MAX = 1024;
+
+export interface RaftLoopOptions {
+  memberId: NodeId;
+  raw: RawNode;
+  storage: Pick<RaftStorage, "persist" | "memory">;
+  /** Sends plain messages to peers (MsgSnap goes through `snapshots` first). */
+  send(msgs: Message[]): void;
+  /** Applies one committed entry; returns the request id and outcome when a handler may wait. */
+  apply(e: Entry): { id: number; outcome: ApplyOutcome } | undefined;
+  proposals: Proposals;
+  readIndex: ReadIndex;
+  applyWait: WaitTime;
+  snapshots: Snapshots;
+  /** --snapshot-count. */
+  snapshotCount: number;
+  /** Where raft starts: the snapshot it recovered (index 0 without one) and its configuration. */
+  snapshotIndex: number;
+  confState: ConfState;
+  /** The member became leader (true) or stopped being leader (false). */
+  onLeadership(isLeader: boolean): void;
+  /** The leader changed (to a new leader or to none). */
+  onLeaderChange(lead: NodeId): void;
+  /** A received snapshot was installed (the membership may have changed). */
+  onSnapshotInstalled(): void;
+  /** The loop failed; the member must stop. */
+  onFatal(err: Error): void;
+  logger: Logger;
+  raftLogger: Logger;
+}
+
+export class RaftLoop {
+  private leaderId: NodeId = NONE;
+  private raftState: StateType = StateType.Follower;
+  private term = 0;
+  private committedIndex = 0;
+  private appliedIndex: number;
+  private snapshotIndex: number;
+  private confState: ConfState;
+  private readyScheduled = false;
+  private running = false;
+  private again = false;
+  private stopped = false;
+  private campaignedAlone = false;
+
+  constructor(private readonly o: RaftLoopOptions) {
+    this.appliedIndex = Math.max(o.snapshotIndex, 0);
+    this.snapshotIndex = o.snapshotIndex;
+    this.confState = o.confState;
+    o.applyWait.trigger(this.appliedIndex);
+  }
+
+  // ------------------------------------------------------------------ the member's view of raft
+
+  leader(): NodeId {
+    return this.leaderId;
+  }
+  isLeader(): boolean {
+    return this.raftState === StateType.Leader;
+  }
+  raftTerm(): number {
+    return this.term;
+  }
+  committed(): number {
+    return this.committedIndex;
+  }
+  applied(): number {
+    return this.appliedIndex;
+  }
+  voters(): readonly NodeId[] {
+    return this.confState.voters;
+  }
+  isLearner(): boolean {
+    return this.confState.learners.includes(this.o.memberId);
+  }
+
+  // ------------------------------------------------------------------ input
+
+  /** A message from a peer; one raft refuses is logged and dropped. */
+  step(m: Message): void {
+    if (this.stopped) return;
+    try {
+      this.o.raw.step(m);
+    } catch (err) {
+      this.o.raftLogger.warn({ err: String(err), type: MessageType[m.type], from: formatId(m.from) }, "dropped a peer message raft refused");
+    }
+    this.schedule();
+  }
+
+  /** raft's ApplyConfChange; the applier runs it for every conf-change entry, replayed ones included. */
+  applyConfChange(cc: ConfChangeV2): ConfState {
+    this.confState = this.o.raw.applyConfChange(cc);
+    return this.confState;
+  }
+
+  /** Runs the loop at the next turn (once, however often asked within a turn). */
+  schedule(): void {
+    if (this.readyScheduled || this.stopped) return;
+    this.readyScheduled = true;
+    setImmediate(() => {
+      this.readyScheduled = false;
+      void this.run();
+    });
+  }
+
+  /** Stops after the turn in progress (resolves when it is over). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    while (this.running) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  // ------------------------------------------------------------------ the loop
+
+  private async run(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    try {
+      do {
+        this.again = false;
+        this.o.proposals.flush(this.o.raw);
+        while (!this.stopped && this.o.raw.hasReady()) await this.handleReady(this.o.raw.ready());
+        if (!this.stopped && this.appliedIndex - this.snapshotIndex > this.o.snapshotCount) await this.takeSnapshot();
+      } while (this.again && !this.stopped);
+    } catch (err) {
+      this.o.logger.fatal({ err: String(err), stack: (err as Error).stack }, "raft loop failed; stopping the member");
+      this.stopped = true;
+      this.o.onFatal(err as Error);
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private async handleReady(rd: Ready): Promise<void> {
+    if (rd.softState) this.onSoftState(rd.softState);
+    if (rd.hardState) {
+      this.term = rd.hardState.term;
+      this.committedIndex = Math.max(this.committedIndex, rd.hardState.commit);
+    }
+    let snapshot = rd.snapshot;
+    if (snapshot !== undefined && snapshot.data.length > 0) snapshot = this.o.snapshots.stage(snapshot);
+    // The leader may send before its own write (see rawnode.ts); any node may when the Ready
+    // promises nothing durable (no entries, snapshot, term or vote: only the commit index moved).
+    const sendEarly = rd.canSendBeforePersist || (!rd.mustSync && rd.entries.length === 0 && snapshot === undefined);
+    if (sendEarly) this.send(rd.messages);
+
+    // Entries durable in earlier Readies are applied while this Ready's fsync runs.
+    const durableLast = snapshot === undefined ? this.o.storage.memory.lastIndex() : 0;
+    const cut = rd.committedEntries.findIndex((e) => e.index > durableLast);
+    const early = cut === -1 ? rd.committedEntries : rd.committedEntries.slice(0, cut);
+    const late = cut === -1 ? [] : rd.committedEntries.slice(cut);
+    const persisting = this.o.storage.persist(rd.hardState, rd.entries, snapshot);
+    await this.applyEntries(early);
+    await persisting;
+
+    if (!sendEarly) this.send(rd.messages);
+    if (snapshot !== undefined) this.installSnapshot(snapshot.metadata.index, snapshot.metadata.confState);
+    await this.applyEntries(late);
+    if (rd.readStates.length > 0) this.o.readIndex.onReadStates(rd.readStates);
+    this.o.raw.advance(rd);
+    this.campaignIfAlone();
+  }
+
+  private send(msgs: Message[]): void {
+    if (msgs.length === 0) return;
+    const plain: Message[] = [];
+    for (const m of msgs) {
+      if (m.type === MessageType.MsgSnap) void this.sendSnapshot(m);
+      else plain.push(m);
+    }
+    this.o.send(plain);
+  }
+
+  private async sendSnapshot(m: Message): Promise<void> {
+    try {
+      this.o.send([await this.o.snapshots.merged(m)]);
+    } catch (err) {
+      this.o.logger.warn({ to: formatId(m.to), err: String(err) }, "failed to send snapshot");
+      this.o.raw.reportSnapshot(m.to, true);
+      this.schedule();
+    }
+  }
+
+  private installSnapshot(index: number, confState: ConfState): void {
+    // Every store (leases, keys, alarms, members) reloads from the image; watchers catch up.
+    const consistentIndex = this.o.snapshots.install(index);
+    this.confState = confState;
+    // The image may hold entries past the snapshot (it was copied when sent): those count as applied.
+    this.appliedIndex = Math.max(index, consistentIndex);
+    this.snapshotIndex = index;
+    this.o.onSnapshotInstalled();
+    this.o.logger.info({ index, appliedIndex: this.appliedIndex }, "applied incoming snapshot");
+    this.o.applyWait.trigger(this.appliedIndex);
+  }
+
+  private async applyEntries(entries: readonly Entry[]): Promise<void> {
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
+      if (e.index <= this.appliedIndex) continue;
+      if (e.index !== this.appliedIndex + 1) {
+        throw new Error(`apply: entry ${e.index} is not the next after applied index ${this.appliedIndex}`);
+      }
+      const r = this.o.apply(e);
+      this.appliedIndex = e.index;
+      if (r !== undefined) this.o.proposals.applied(r.id, r.outcome);
+      if ((i + 1) % APPLY_BATCH_MAX === 0) {
+        this.o.applyWait.trigger(this.appliedIndex);
+        await new Promise<void>((res) => setImmediate(res));
+      }
+    }
+    if (entries.length > 0) this.o.applyWait.trigger(this.appliedIndex);
+  }
+
+  private async takeSnapshot(): Promise<void> {
+    const index = this.appliedIndex;
+    await this.o.snapshots.take(index, this.term, this.confState);
+    this.snapshotIndex = index;
+  }
+
+  /**
+   * A member that is the only voter need not wait an election timeout (etcd fast-forwards its
+   * election ticks): once its configuration is applied it campaigns at once.
+   */
+  private campaignIfAlone(): void {
+    if (this.campaignedAlone || this.leaderId !== NONE) return;
+    const v = this.confState.voters;
+    if (v.length === 1 && v[0] === this.o.memberId && this.confState.votersOutgoing.length === 0) {
+      this.campaignedAlone = true;
+      this.o.raw.campaign();
+      this.schedule();
+    }
+  }
+
+  private onSoftState(ss: SoftState): void {
+    const wasLeader = this.raftState === StateType.Leader;
+    const leaderChanged = ss.lead !== this.leaderId;
+    this.raftState = ss.raftState;
+    this.leaderId = ss.lead;
+    const isLeader = ss.raftState === StateType.Leader;
+    if (leaderChanged) {
+      const term = this.o.raw.status().hardState.term;
+      if (ss.lead === NONE) this.o.raftLogger.info({ term }, "lost leader");
+      else if (isLeader) this.o.raftLogger.info({ term, memberId: formatId(this.o.memberId) }, "elected leader (this member)");
+      else this.o.raftLogger.info({ term, leader: formatId(ss.lead) }, "became follower of leader");
+      this.o.onLeaderChange(ss.lead);
+    }
+    if (isLeader !== wasLeader) this.o.onLeadership(isLeader);
+  }
+}

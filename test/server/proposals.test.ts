@@ -1,0 +1,165 @@
+/**
+ * The proposal registry on its own, with a fake raft and a fake clock: batching, the apply that
+ * answers, and every way a proposal fails (too many requests, too large, dropped by raft, deadline
+ * with and without a leader, abort, stop).
+ */
+import { describe, expect, it } from "vitest";
+import { ProposalDroppedError } from "../../src/raft/types.js";
+import { IdGenerator } from "../../src/server/id_gen.js";
+import { MAX_GAP_BETWEEN_APPLY_AND_COMMIT, Proposals, type ProposalsOptions } from "../../src/server/proposals.js";
+import { decodeRaftRequest } from "../../src/server/raft_request.js";
+
+const TIMEOUT_MS = 1000;
+
+class FakeRaft {
+  readonly batches: number[][] = [];
+  drop: ProposalDroppedError | undefined;
+  proposeBatch(data: Uint8Array[]): void {
+    if (this.drop) throw this.drop;
+    this.batches.push(data.map((d) => decodeRaftRequest(d).ID));
+  }
+}
+
+function setup(extra: Partial<ProposalsOptions> = {}) {
+  const t = { ms: 0, committed: 0, applied: 0, leader: true, wakes: 0, failed: 0 };
+  const p = new Proposals({
+    ids: new IdGenerator(1, 0),
+    maxRequestBytes: 1024,
+    requestTimeoutMs: TIMEOUT_MS,
+    now: () => t.ms,
+    state: { committedIndex: () => t.committed, appliedIndex: () => t.applied, hasLeader: () => t.leader },
+    wake: () => t.wakes++,
+    failed: { inc: () => t.failed++ },
+    ...extra,
+  });
+  return { t, p, raft: new FakeRaft() };
+}
+
+/** Settles `p` into a value or the error's message. */
+async function outcome(p: Promise<unknown>): Promise<unknown> {
+  try {
+    return await p;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
+describe("proposals", () => {
+  it("sends the requests of one turn to raft as one batch and answers each by its id when applied", async () => {
+    const { t, p, raft } = setup();
+    const a = p.propose({ leaseRevoke: { ID: 1 } });
+    const b = p.propose({ leaseRevoke: { ID: 2 } });
+    expect(t.wakes).toBe(2);
+    expect(p.size).toBe(2);
+    p.flush(raft);
+    p.flush(raft); // nothing new: no empty batch
+    expect(raft.batches.length).toBe(1);
+    const [idA, idB] = raft.batches[0]!;
+    p.applied(idB!, { revision: 7, response: "b" });
+    p.applied(idA!, { revision: 6, response: "a" });
+    expect(await a).toEqual({ revision: 6, response: "a" });
+    expect(await b).toEqual({ revision: 7, response: "b" });
+    expect(p.size).toBe(0);
+    // An id nobody waits for (another member's request, or one already failed) is ignored.
+    p.applied(12345, { revision: 8 });
+    expect(t.failed).toBe(0);
+  });
+
+  it("refuses with too many requests when apply lags commit by more than etcd's gap, or the registry is full", async () => {
+    const { t, p } = setup({ maxPending: 2 });
+    t.committed = MAX_GAP_BETWEEN_APPLY_AND_COMMIT + 1;
+    expect(await outcome(p.propose({ leaseRevoke: { ID: 1 } }))).toBe("etcdserver: too many requests");
+    t.applied = 1; // the gap is exactly the maximum now: accepted
+    const first = p.propose({ leaseRevoke: { ID: 1 } });
+    const second = p.propose({ leaseRevoke: { ID: 2 } });
+    expect(await outcome(p.propose({ leaseRevoke: { ID: 3 } }))).toBe("etcdserver: too many requests");
+    expect(p.size).toBe(2);
+    p.stop();
+    expect(await outcome(first)).toBe("etcdserver: server stopped");
+    expect(await outcome(second)).toBe("etcdserver: server stopped");
+  });
+
+  it("refuses a request larger than --max-request-bytes before it reaches raft", async () => {
+    const { p, raft } = setup({ maxRequestBytes: 64 });
+    const big = p.propose({ put: { key: Buffer.alloc(10, 1), value: Buffer.alloc(100, 2) } });
+    expect(await outcome(big)).toBe("etcdserver: request is too large");
+    p.flush(raft);
+    expect(raft.batches).toEqual([]);
+    expect(p.size).toBe(0);
+  });
+
+  it("fails the whole batch raft drops: no leader, or leader changed for any other reason", async () => {
+    const { t, p, raft } = setup();
+    raft.drop = new ProposalDroppedError("no leader");
+    const a = p.propose({ leaseRevoke: { ID: 1 } });
+    const b = p.propose({ leaseRevoke: { ID: 2 } });
+    p.flush(raft);
+    expect(await outcome(a)).toBe("etcdserver: no leader");
+    expect(await outcome(b)).toBe("etcdserver: no leader");
+    raft.drop = new ProposalDroppedError("transfer in progress");
+    const c = p.propose({ leaseRevoke: { ID: 3 } });
+    p.flush(raft);
+    expect(await outcome(c)).toBe("etcdserver: leader changed");
+    expect(t.failed).toBe(3);
+    raft.drop = undefined;
+    p.flush(raft);
+    expect(raft.batches).toEqual([]); // failed proposals do not come back
+  });
+
+  it("fails proposals past their deadline, in order, with the leader-failure text while there is no leader", async () => {
+    const { t, p, raft } = setup();
+    const early = p.propose({ leaseRevoke: { ID: 1 } });
+    t.ms = 400;
+    const late = p.propose({ leaseRevoke: { ID: 2 } });
+    const answered = p.propose({ leaseRevoke: { ID: 3 } });
+    p.flush(raft);
+    p.applied(raft.batches[0]![2]!, { revision: 1 });
+    t.ms = TIMEOUT_MS - 1;
+    p.sweep();
+    expect(p.size).toBe(2);
+    t.ms = TIMEOUT_MS;
+    p.sweep();
+    expect(await outcome(early)).toBe("etcdserver: request timed out");
+    expect(p.size).toBe(1);
+    t.leader = false;
+    t.ms = 400 + TIMEOUT_MS;
+    p.sweep();
+    expect(await outcome(late)).toBe("etcdserver: request timed out, possibly due to previous leader failure");
+    expect(await answered).toEqual({ revision: 1 });
+    expect(t.failed).toBe(2);
+  });
+
+  it("keeps its deadline queue bounded by what is still due", () => {
+    const { t, p, raft } = setup();
+    for (let round = 0; round < 5; round++) {
+      for (let i = 0; i < 1000; i++) void p.propose({ leaseRevoke: { ID: i + 1 } }).catch(() => {});
+      p.flush(raft);
+      t.ms += TIMEOUT_MS;
+      p.sweep();
+      expect(p.size).toBe(0);
+    }
+    const queued = (p as unknown as { deadlines: unknown[] }).deadlines.length;
+    expect(queued).toBeLessThanOrEqual(2048);
+    expect(t.failed).toBe(5000);
+  });
+
+  it("fails a proposal whose caller gave up (abort) with request timed out", async () => {
+    const { t, p } = setup();
+    const ac = new AbortController();
+    const pending = p.propose({ leaseRevoke: { ID: 1 } }, ac.signal);
+    ac.abort();
+    expect(await outcome(pending)).toBe("etcdserver: request timed out");
+    expect(p.size).toBe(0);
+    expect(t.failed).toBe(1);
+  });
+
+  it("after stop, fails every waiting proposal and refuses new ones", async () => {
+    const { p, raft } = setup();
+    const a = p.propose({ leaseRevoke: { ID: 1 } });
+    p.stop();
+    expect(await outcome(a)).toBe("etcdserver: server stopped");
+    expect(await outcome(p.propose({ leaseRevoke: { ID: 2 } }))).toBe("etcdserver: server stopped");
+    p.flush(raft);
+    expect(raft.batches).toEqual([]);
+  });
+});
