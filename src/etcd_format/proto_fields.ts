@@ -1,0 +1,123 @@
+/**
+ * A minimal protobuf field codec for the few messages etcd keeps in its backend
+ * (mvccpb.KeyValue, leasepb.Lease, authpb.User/Role, etcdserverpb.AlarmMember).
+ *
+ * Why not src/pb's codecs: they decode 64-bit integers as JS numbers, and etcd's lease ids (and
+ * member ids) use all 64 bits (a lease id of 0x694d7b1a2c5e3f04 is common), so a backend read
+ * through them would silently change ids. Here every varint is a bigint; the message modules
+ * convert revisions and TTLs to numbers with a range check. Fields are written in field-number
+ * order, zero values omitted, as gogoproto marshals them, so our values are byte-identical to
+ * etcd's.
+ */
+
+const U64 = (1n << 64n) - 1n;
+
+export class ProtoFieldError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ProtoFieldError";
+  }
+}
+
+export type ProtoField =
+  | { readonly field: number; readonly wire: 0; readonly varint: bigint }
+  | { readonly field: number; readonly wire: 2; readonly bytes: Uint8Array }
+  | { readonly field: number; readonly wire: 1 | 5 };
+
+/** Every field of a message, in wire order; malformed input throws ProtoFieldError. */
+export function* protoFields(buf: Uint8Array): Generator<ProtoField> {
+  let pos = 0;
+  const varint = (): bigint => {
+    let v = 0n;
+    for (let shift = 0n; shift < 70n; shift += 7n) {
+      if (pos >= buf.length) throw new ProtoFieldError("truncated varint");
+      const b = buf[pos++]!;
+      v |= BigInt(b & 0x7f) << shift;
+      if (b < 0x80) return v & U64;
+    }
+    throw new ProtoFieldError("varint longer than 10 bytes");
+  };
+  while (pos < buf.length) {
+    const tag = varint();
+    const field = Number(tag >> 3n);
+    const wire = Number(tag & 7n);
+    if (field === 0) throw new ProtoFieldError("field number 0");
+    if (wire === 0) yield { field, wire, varint: varint() };
+    else if (wire === 2) {
+      const len = varint();
+      if (len > BigInt(buf.length - pos)) throw new ProtoFieldError(`field ${field}: length ${len} overruns the message`);
+      const bytes = buf.subarray(pos, pos + Number(len));
+      pos += Number(len);
+      yield { field, wire, bytes };
+    } else if (wire === 1 || wire === 5) {
+      const n = wire === 1 ? 8 : 4;
+      if (pos + n > buf.length) throw new ProtoFieldError(`field ${field}: truncated fixed${n * 8}`);
+      pos += n;
+      yield { field, wire };
+    } else throw new ProtoFieldError(`field ${field}: unsupported wire type ${wire}`);
+  }
+}
+
+/** int64 as proto encodes it: two's complement in 64 bits. */
+export function asInt64(v: bigint): bigint {
+  return v >= 1n << 63n ? v - (1n << 64n) : v;
+}
+
+/** A varint field as a safe JS number (revisions, versions, TTLs). */
+export function asSafeNumber(v: bigint, what: string): number {
+  const s = asInt64(v);
+  if (s < BigInt(Number.MIN_SAFE_INTEGER) || s > BigInt(Number.MAX_SAFE_INTEGER)) throw new ProtoFieldError(`${what} ${s} outside ±2^53`);
+  return Number(s);
+}
+
+export function expectVarint(f: ProtoField, what: string): bigint {
+  if (f.wire !== 0) throw new ProtoFieldError(`${what}: wire type ${f.wire}, want varint`);
+  return f.varint;
+}
+
+export function expectBytes(f: ProtoField, what: string): Uint8Array {
+  if (f.wire !== 2) throw new ProtoFieldError(`${what}: wire type ${f.wire}, want length-delimited`);
+  return f.bytes;
+}
+
+export class ProtoFieldWriter {
+  /** Tags and varints collect here; a bytes field's payload is kept as its own part. */
+  private bytes: number[] = [];
+  private readonly parts: Uint8Array[] = [];
+
+  private varint(v: bigint): void {
+    let x = v & U64;
+    while (x >= 0x80n) {
+      this.bytes.push(Number(x & 0x7fn) | 0x80);
+      x >>= 7n;
+    }
+    this.bytes.push(Number(x));
+  }
+
+  /** A varint field (int64/uint64/enum/bool), omitted when zero. */
+  uint(field: number, v: bigint | number | boolean): this {
+    const x = typeof v === "boolean" ? (v ? 1n : 0n) : BigInt(v);
+    if (x === 0n) return this;
+    this.varint(BigInt(field * 8));
+    this.varint(x);
+    return this;
+  }
+
+  /** A bytes/string/message field; omitted when empty unless `always` (repeated elements, set messages). */
+  bytesField(field: number, v: Uint8Array | string, always = false): this {
+    const b = typeof v === "string" ? Buffer.from(v) : v;
+    if (b.length === 0 && !always) return this;
+    this.varint(BigInt(field * 8 + 2));
+    this.varint(BigInt(b.length));
+    if (b.length > 0) {
+      this.parts.push(Buffer.from(this.bytes), b);
+      this.bytes = [];
+    }
+    return this;
+  }
+
+  finish(): Buffer {
+    if (this.parts.length === 0) return Buffer.from(this.bytes);
+    return Buffer.concat([...this.parts, Buffer.from(this.bytes)]);
+  }
+}
