@@ -405,6 +405,30 @@ export class BoltReader {
     }
   }
 
+  /** The shape of a bucket's tree: levels (1 for a lone leaf), pages by kind, overflow pages. */
+  treeStats(b: BoltBucket): { depth: number; branchPages: number; leafPages: number; overflowPages: number; keys: number } {
+    const stats = { depth: 1, branchPages: 0, leafPages: 0, overflowPages: 0, keys: 0 };
+    const walk = (p: Page, depth: number): void => {
+      stats.depth = Math.max(stats.depth, depth);
+      stats.overflowPages += p.overflow;
+      if (p.flags & LEAF_PAGE_FLAG) {
+        stats.leafPages++;
+        stats.keys += p.count;
+        return;
+      }
+      stats.branchPages++;
+      if (depth >= TREE_DEPTH_MAX) throw this.error(p.id, p.offset, `${bucketLabel(b)} is deeper than ${TREE_DEPTH_MAX} levels (a cycle?)`);
+      for (let i = 0; i < p.count; i++) {
+        const e = this.branchElement(p, i);
+        const child = this.page(e.child, p.id, e.offset);
+        this.checkTreePage(child, false, b);
+        walk(child, depth + 1);
+      }
+    };
+    walk(this.rootPage(b), 1);
+    return stats;
+  }
+
   /** The page ids on the freelist (empty when the freelist is not persisted). */
   freePages(): number[] {
     if (this.meta.freelist === PGID_NO_FREELIST) return [];
@@ -464,7 +488,11 @@ export class BoltReader {
       for (const e of this.entries(b, mark)) if (e.isBucket) walk(this.openBucket(b, e));
     };
     walk(this.rootBucket());
-    for (let id = 0; id < hwm; id++) if (state[id] === 0) problems.push(`page ${id}: unreachable unfreed`);
+    // Without a persisted freelist (NoFreelistSync, which etcd 3.4 sets) bbolt rebuilds the
+    // freelist as exactly the unreachable pages, so only a persisted freelist can miss one.
+    if (this.meta.freelist !== PGID_NO_FREELIST) {
+      for (let id = 0; id < hwm; id++) if (state[id] === 0) problems.push(`page ${id}: unreachable unfreed`);
+    }
     return problems;
   }
 }

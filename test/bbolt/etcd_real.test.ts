@@ -1,0 +1,264 @@
+/**
+ * Against real etcd 3.4: our reader reads the snapshots etcd writes (every revision, lease,
+ * member, user and role), and the snapshots our writer makes pass `etcdctl snapshot status` and
+ * `etcdctl snapshot restore`, after which a real etcd serves exactly the data we wrote.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  EtcdBackendReader,
+  writeEtcdSnapshot,
+  type EtcdBackendContent,
+  type EtcdLease,
+  type EtcdRevisionRecord,
+} from "../../src/etcd_format/index.js";
+import { mulberry32 } from "../prng.js";
+import { compacted, ctlKvOf, liveState, normalizeCtlKvs, parseJsonExact } from "./etcd_state.js";
+import { etcdctlLocal, RealEtcd } from "./real_etcd.js";
+
+const dir = mkdtempSync(join(tmpdir(), "etcetera-bbolt-"));
+const started: RealEtcd[] = [];
+
+async function startEtcd(name: string): Promise<RealEtcd> {
+  const e = await RealEtcd.create(dir, name);
+  started.push(e);
+  await e.start();
+  return e;
+}
+
+afterAll(async () => {
+  for (const e of started) await e.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Every key etcd serves now, as etcdctl prints it. */
+async function liveKvs(e: RealEtcd): Promise<{ revision: number; kvs: ReturnType<typeof normalizeCtlKvs> }> {
+  const json = parseJsonExact(await e.ok(["get", "", "--prefix", "-w", "json"])) as { header: { revision: number } };
+  return { revision: Number(json.header.revision), kvs: normalizeCtlKvs(json) };
+}
+
+async function leaseIds(e: RealEtcd): Promise<string[]> {
+  const json = parseJsonExact(await e.ok(["lease", "list", "-w", "json"])) as { leases?: { id: string | number }[] };
+  return (json.leases ?? []).map((l) => String(l.id)).sort();
+}
+
+/** A lease's granted TTL and attached keys (base64), from `lease timetolive --keys`. */
+async function leaseInfo(e: RealEtcd, id: bigint): Promise<{ grantedTtl: number; keys: string[] }> {
+  const json = parseJsonExact(await e.ok(["lease", "timetolive", id.toString(16), "--keys", "-w", "json"])) as {
+    "granted-ttl": number;
+    keys?: string[] | null;
+  };
+  return { grantedTtl: Number(json["granted-ttl"]), keys: [...(json.keys ?? [])].sort() };
+}
+
+/** Checks every stored revision by reading it back with `get --rev`. */
+async function expectRevisionsServed(e: RealEtcd, records: EtcdRevisionRecord[]): Promise<void> {
+  for (const r of records) {
+    if (r.tombstone) continue;
+    const json = parseJsonExact(await e.ok(["get", Buffer.from(r.kv.key).toString(), `--rev=${r.main}`, "-w", "json"]));
+    expect(normalizeCtlKvs(json), `revision ${r.main}`).toEqual([ctlKvOf(r.kv)]);
+  }
+}
+
+describe("a snapshot written by real etcd", () => {
+  let etcd: RealEtcd;
+  const snapshot = join(dir, "from-etcd.db");
+  let leases: bigint[] = [];
+  const compactRev = 12;
+
+  beforeAll(async () => {
+    etcd = await startEtcd("src");
+    const leaseA = BigInt("0x" + (await etcd.ok(["lease", "grant", "900"])).split(" ")[1]);
+    const leaseB = BigInt("0x" + (await etcd.ok(["lease", "grant", "1200"])).split(" ")[1]);
+    leases = [leaseA, leaseB];
+    for (let i = 0; i < 40; i++) {
+      const lease = i % 10 === 3 ? [`--lease=${leaseA.toString(16)}`] : i % 10 === 7 ? [`--lease=${leaseB.toString(16)}`] : [];
+      await etcd.ok(["put", `k/${i % 25}`, `v${i}-${"x".repeat(i * 3)}`, ...lease]);
+      if (i % 9 === 8) await etcd.ok(["del", `k/${(i * 7) % 25}`]);
+    }
+    await etcd.ok(["put", "big", "B".repeat(20_000)]); // an overflow page
+    await etcd.ok(["compaction", "--physical", String(compactRev)]);
+    await etcd.ok(["user", "add", "alice:secret"]);
+    await etcd.ok(["role", "add", "reader"]);
+    await etcd.ok(["role", "grant-permission", "reader", "read", "k/", "k0"]);
+    await etcd.ok(["user", "grant-role", "alice", "reader"]);
+    await etcd.ok(["snapshot", "save", snapshot]);
+  });
+
+  it("is read completely: every revision, lease, member, user and role as etcd serves them", async () => {
+    const r = EtcdBackendReader.open(snapshot, { requireSnapshotHash: true });
+    try {
+      expect(r.hashVerified).toBe(true);
+      expect(r.bolt.check()).toEqual([]);
+      expect(r.bucketNames()).toEqual(["alarm", "auth", "authRoles", "authUsers", "cluster", "key", "lease", "members", "members_removed", "meta"]);
+      const records = [...r.revisions()];
+      const live = await liveKvs(etcd);
+      expect(liveState(records)).toEqual(live.kvs);
+      expect(records[records.length - 1]!.main).toBe(live.revision);
+      expect(records.every((x) => x.main >= compactRev || !x.tombstone)).toBe(true);
+      // Below the compaction etcd keeps each key's last revision but no longer serves reads at it.
+      await expectRevisionsServed(etcd, records.filter((x) => x.main >= compactRev));
+
+      expect([...r.leases()].map((l) => l.id.toString()).sort()).toEqual(await leaseIds(etcd));
+      for (const l of r.leases()) expect(l.ttl).toBe((await leaseInfo(etcd, l.id)).grantedTtl);
+      expect([...r.leases()].map((l) => l.id).sort()).toEqual([...leases].sort());
+
+      const members = parseJsonExact(await etcd.ok(["member", "list", "-w", "json"])) as { members: { ID: string; name: string; peerURLs: string[] }[] };
+      expect(r.members().map((m) => ({ ID: m.id.toString(), name: m.name, peerURLs: m.peerURLs }))).toEqual(
+        members.members.map((m) => ({ ID: String(m.ID), name: m.name, peerURLs: m.peerURLs })),
+      );
+      expect(r.compactRevisions()).toEqual({ scheduled: compactRev, finished: compactRev });
+      expect(r.consistentIndex()).toBeGreaterThan(0n);
+      expect(r.clusterVersion()).toBe("3.4.0");
+      const auth = r.auth()!;
+      expect(auth.enabled).toBe(false);
+      expect(auth.users.map((u) => [Buffer.from(u.name).toString(), u.roles])).toEqual([["alice", ["reader"]]]);
+      expect(auth.roles.map((x) => [Buffer.from(x.name).toString(), x.permissions.map((p) => [p.permType, Buffer.from(p.key).toString(), Buffer.from(p.rangeEnd).toString()])])).toEqual([
+        ["reader", [[0, "k/", "k0"]]],
+      ]);
+    } finally {
+      r.close();
+    }
+  });
+
+  it("goes through our writer and back into a real etcd unchanged", async () => {
+    const r = EtcdBackendReader.open(snapshot);
+    const records = [...r.revisions()];
+    const content: EtcdBackendContent = {
+      revisions: records,
+      leases: [...r.leases()],
+      consistentIndex: r.consistentIndex(),
+      scheduledCompactRevision: r.compactRevisions().scheduled,
+      finishedCompactRevision: r.compactRevisions().finished,
+      members: r.members(),
+      clusterVersion: r.clusterVersion(),
+      alarms: r.alarms(),
+      auth: r.auth(),
+    };
+    r.close();
+    const ours = join(dir, "rewritten.db");
+    await writeEtcdSnapshot(ours, content);
+    const target = await RealEtcd.create(dir, "rewritten");
+    started.push(target);
+    const restore = await etcdctlLocal(["snapshot", "restore", ours, ...target.restoreFlags()]);
+    expect(restore.code, restore.stderr).toBe(0);
+    await target.start();
+    expect(await liveKvs(target)).toEqual(await liveKvs(etcd));
+    await expectRevisionsServed(target, records.filter((x) => x.main >= compactRev));
+    expect(await leaseIds(target)).toEqual(await leaseIds(etcd));
+    for (const id of leases) expect((await leaseInfo(target, id)).keys).toEqual((await leaseInfo(etcd, id)).keys);
+    expect(await target.ok(["user", "get", "alice"])).toContain("Roles: reader");
+    expect(await target.ok(["role", "get", "reader"])).toContain("[k/, k0)");
+    const below = await target.ctl(["get", "k/1", `--rev=${compactRev - 1}`]);
+    expect(below.stderr).toContain("required revision has been compacted");
+  });
+});
+
+describe("a snapshot our writer makes", () => {
+  const seed = Number(process.env.BBOLT_SEED ?? Date.now() % 1_000_000);
+  console.log(`etcd_real writer seed=${seed} (BBOLT_SEED=${seed} replays it)`);
+  const rand = mulberry32(seed);
+
+  /** A history with many keys (multi-level branch pages), big values (overflow pages), deletes and leases with ids above 2^53. */
+  function makeContent(): { content: EtcdBackendContent; records: EtcdRevisionRecord[]; leases: EtcdLease[]; compactRev: number } {
+    const leases: EtcdLease[] = [
+      { id: 0x1234n, ttl: 3000, remainingTtl: 0 },
+      { id: 0x694d7b1a2c5e3f04n, ttl: 3600, remainingTtl: 0 },
+      { id: 0x7fffffffffff0001n, ttl: 4000, remainingTtl: 0 },
+    ];
+    const all: EtcdRevisionRecord[] = [];
+    const live = new Map<string, { create: number; version: number }>();
+    let rev = 1;
+    const keyCount = 400;
+    for (let i = 0; i < 8000; i++) {
+      rev++;
+      const name = `key/${String(Math.floor(rand() * keyCount)).padStart(4, "0")}`;
+      const key = Buffer.from(name);
+      const prev = live.get(name);
+      if (prev && rand() < 0.1) {
+        all.push({ main: rev, sub: 0, tombstone: true, kv: { key, createRevision: 0, modRevision: 0, version: 0, value: new Uint8Array(0), lease: 0n } });
+        live.delete(name);
+        continue;
+      }
+      const big = rand() < 0.01;
+      const value = Buffer.alloc(big ? 50_000 + Math.floor(rand() * 60_000) : Math.floor(rand() * 200), 0x61 + (i % 26));
+      const lease = rand() < 0.1 ? leases[Math.floor(rand() * leases.length)]!.id : 0n;
+      const create = prev?.create ?? rev;
+      const version = (prev?.version ?? 0) + 1;
+      live.set(name, { create, version });
+      all.push({ main: rev, sub: 0, tombstone: false, kv: { key, createRevision: create, modRevision: rev, version, value, lease } });
+    }
+    const compactRev = 4000;
+    const records = compacted(all, compactRev);
+    const content: EtcdBackendContent = {
+      revisions: records,
+      leases,
+      consistentIndex: 5000n,
+      scheduledCompactRevision: compactRev,
+      finishedCompactRevision: compactRev,
+      members: [{ id: 0xfedcba9876543210n, name: "old", peerURLs: ["http://10.0.0.1:2380"], clientURLs: ["http://10.0.0.1:2379"], isLearner: false }],
+      clusterVersion: "3.4.0",
+      auth: {
+        enabled: false,
+        revision: 7n,
+        users: [{ name: Buffer.from("bob"), password: Buffer.from("$2a$10$abcdefghijklmnopqrstuv"), roles: ["writer"], noPassword: false }],
+        roles: [{ name: Buffer.from("writer"), permissions: [{ permType: 1, key: Buffer.from("key/"), rangeEnd: Buffer.from("key0") }] }],
+      },
+    };
+    return { content, records, leases, compactRev };
+  }
+
+  it("passes etcdctl snapshot status and restore; real etcd then serves exactly what we wrote", async () => {
+    const { content, records, leases, compactRev } = makeContent();
+    const file = join(dir, "ours.db");
+    const written = await writeEtcdSnapshot(file, content);
+    const last = records[records.length - 1]!.main;
+    expect(written.revision).toBe(last);
+    const back = EtcdBackendReader.open(file, { requireSnapshotHash: true });
+    try {
+      expect(back.bolt.check()).toEqual([]);
+      const shape = back.bolt.treeStats(back.bolt.bucket("key")!);
+      // The key bucket needs two levels of branch pages and has values on overflow pages.
+      expect(shape.depth).toBeGreaterThanOrEqual(3);
+      expect(shape.overflowPages).toBeGreaterThan(0);
+      const flat = (r: EtcdRevisionRecord): string => `${r.main}_${r.sub}${r.tombstone ? "t" : ""} ${JSON.stringify(ctlKvOf(r.kv))}`;
+      const readBack = [...back.revisions()].map(flat);
+      expect(readBack.length).toBe(records.length);
+      expect(readBack.filter((x, i) => x !== flat(records[i]!))).toEqual([]);
+    } finally {
+      back.close();
+    }
+
+    const status = await etcdctlLocal(["snapshot", "status", file, "-w", "json"]);
+    expect(status.code, status.stderr).toBe(0);
+    const s = JSON.parse(status.stdout) as { revision: number; totalKey: number; totalSize: number };
+    // totalKey counts every key of every bucket: revisions, leases, the member, user, role, and the fixed keys.
+    const fixedKeys = 2 /* auth */ + 1 /* cluster */ + 3 /* meta */;
+    expect(s).toMatchObject({ revision: last, totalKey: records.length + leases.length + 1 + 1 + 1 + fixedKeys, totalSize: written.sizeBytes });
+
+    const etcd = await RealEtcd.create(dir, "restored");
+    started.push(etcd);
+    const restore = await etcdctlLocal(["snapshot", "restore", file, ...etcd.restoreFlags()]);
+    expect(restore.code, restore.stderr).toBe(0);
+    await etcd.start();
+
+    const served = await liveKvs(etcd);
+    expect(served.revision).toBe(last);
+    expect(served.kvs).toEqual(liveState(records));
+    // A sample of the history (every revision would be thousands of etcdctl runs).
+    await expectRevisionsServed(etcd, records.filter((r, i) => r.main > compactRev && (i % 40 === 0 || r.kv.value.length > 10_000)));
+    expect((await etcd.ctl(["get", "key/0001", `--rev=${compactRev - 1}`])).stderr).toContain("required revision has been compacted");
+
+    expect(await leaseIds(etcd)).toEqual(leases.map((l) => l.id.toString()).sort());
+    const liveKeys = liveState(records);
+    for (const l of leases) {
+      const info = await leaseInfo(etcd, l.id);
+      expect(info.grantedTtl).toBe(l.ttl);
+      expect(info.keys).toEqual(liveKeys.filter((k) => k.lease === l.id.toString()).map((k) => k.key).sort());
+    }
+    expect(await etcd.ok(["user", "get", "bob"])).toContain("Roles: writer");
+    expect(await etcd.ok(["role", "get", "writer"])).toContain("[key/, key0)");
+  });
+});
