@@ -15,6 +15,7 @@ import {
   type EtcdRevisionRecord,
 } from "../../src/etcd_format/index.js";
 import { mulberry32 } from "../prng.js";
+import { testSeed } from "../seed.js";
 import { compacted, ctlKvOf, liveState, normalizeCtlKvs, parseJsonExact } from "./etcd_state.js";
 import { etcdctlLocal, RealEtcd } from "./real_etcd.js";
 
@@ -157,12 +158,8 @@ describe("a snapshot written by real etcd", () => {
 });
 
 describe("a snapshot our writer makes", () => {
-  const seed = Number(process.env.BBOLT_SEED ?? Date.now() % 1_000_000);
-  console.log(`etcd_real writer seed=${seed} (BBOLT_SEED=${seed} replays it)`);
-  const rand = mulberry32(seed);
-
   /** A history with many keys (multi-level branch pages), big values (overflow pages), deletes and leases with ids above 2^53. */
-  function makeContent(): { content: EtcdBackendContent; records: EtcdRevisionRecord[]; leases: EtcdLease[]; compactRev: number } {
+  function makeContent(rand: () => number): { content: EtcdBackendContent; records: EtcdRevisionRecord[]; leases: EtcdLease[]; compactRev: number } {
     const leases: EtcdLease[] = [
       { id: 0x1234n, ttl: 3000, remainingTtl: 0 },
       { id: 0x694d7b1a2c5e3f04n, ttl: 3600, remainingTtl: 0 },
@@ -211,7 +208,7 @@ describe("a snapshot our writer makes", () => {
   }
 
   it("passes etcdctl snapshot status and restore; real etcd then serves exactly what we wrote", async () => {
-    const { content, records, leases, compactRev } = makeContent();
+    const { content, records, leases, compactRev } = makeContent(mulberry32(testSeed("bbolt etcd_real: our snapshot")));
     const file = join(dir, "ours.db");
     const written = await writeEtcdSnapshot(file, content);
     const last = records[records.length - 1]!.main;

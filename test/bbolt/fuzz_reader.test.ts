@@ -12,10 +12,9 @@ import { afterAll, describe, expect, it } from "vitest";
 import { BoltFormatError, BoltReader } from "../../src/bbolt/index.js";
 import { EtcdBackendReader, SnapshotHashError, writeEtcdBackend, writeEtcdSnapshot, type EtcdRevisionRecord } from "../../src/etcd_format/index.js";
 import { mulberry32 } from "../prng.js";
+import { testSeed } from "../seed.js";
 import { buildModel, describeModel, modelToFile, readModel } from "./model.js";
 
-const seed = Number(process.env.BBOLT_SEED ?? Date.now() % 1_000_000);
-console.log(`bbolt fuzz seed=${seed} (BBOLT_SEED=${seed} replays it)`);
 const dir = mkdtempSync(join(tmpdir(), "etcetera-bbolt-fuzz-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -57,7 +56,7 @@ function outcomeOf(bytes: Uint8Array): Outcome {
 describe("bbolt reader on damaged files", () => {
   for (const pageSize of [1024, 4096]) {
     it(`refuses or reads consistently every truncated and bit-flipped file (page size ${pageSize})`, () => {
-      const rand = mulberry32(seed + pageSize);
+      const rand = mulberry32(testSeed(`bbolt fuzz: page size ${pageSize}`));
       const good = sampleFile(rand, pageSize);
       expect(outcomeOf(good)).toBe("read");
       const counts = { refused: 0, read: 0 };
@@ -86,7 +85,7 @@ describe("bbolt reader on damaged files", () => {
   }
 
   it("refuses a file whose two meta pages are both damaged, naming both", () => {
-    const good = sampleFile(mulberry32(seed), 4096);
+    const good = sampleFile(mulberry32(testSeed("bbolt fuzz: both metas")), 4096);
     const bad = Uint8Array.from(good);
     bad[16 + 20]! ^= 1;
     bad[4096 + 16 + 20]! ^= 1;
@@ -94,7 +93,7 @@ describe("bbolt reader on damaged files", () => {
   });
 
   it("falls back to the other meta page when one is damaged, and reads the same database", () => {
-    const good = sampleFile(mulberry32(seed), 4096);
+    const good = sampleFile(mulberry32(testSeed("bbolt fuzz: one meta")), 4096);
     const want = readAll(good);
     for (const metaPage of [0, 1]) {
       const bad = Uint8Array.from(good);
@@ -108,7 +107,7 @@ describe("bbolt reader on damaged files", () => {
 
 describe("etcd backend reader on damaged files", () => {
   it("refuses every damaged snapshot by its SHA-256, and refuses or reads consistently every damaged db", async () => {
-    const rand = mulberry32(seed);
+    const rand = mulberry32(testSeed("bbolt fuzz: etcd backend"));
     const records: EtcdRevisionRecord[] = [];
     for (let rev = 2; rev < 800; rev++) {
       const key = Buffer.from(`k${rev % 97}`);

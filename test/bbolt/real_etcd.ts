@@ -5,7 +5,8 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
-import { etcdctl, eventually, freePort, type CtlResult } from "../e2e/harness.js";
+import { etcdctl, eventually, type CtlResult } from "../e2e/harness.js";
+import { reservePort } from "../ports.js";
 
 export const ETCD_BIN = process.env.ETCD_BIN ?? "/usr/bin/etcd";
 
@@ -26,7 +27,7 @@ export class RealEtcd {
 
   /** Ports are picked now, so a data dir can be restored for this member before it starts. */
   static async create(dir: string, name = "n1"): Promise<RealEtcd> {
-    return new RealEtcd(name, join(dir, `${name}.etcd`), await freePort(), await freePort());
+    return new RealEtcd(name, join(dir, `${name}.etcd`), await reservePort(), await reservePort());
   }
 
   get endpoint(): string {

@@ -6,10 +6,9 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { BoltReader, BoltWriter, BoltWriterError, BufferPageSink } from "../../src/bbolt/index.js";
 import { mulberry32 } from "../prng.js";
+import { testSeed } from "../seed.js";
 import { buildModel, describeModel, modelToFile, readModel } from "./model.js";
 
-const seed = Number(process.env.BBOLT_SEED ?? Date.now() % 1_000_000);
-console.log(`bbolt roundtrip seed=${seed} (BBOLT_SEED=${seed} replays it)`);
 
 const name = fc.uint8Array({ minLength: 1, maxLength: 6 });
 const value = fc.oneof(
@@ -22,6 +21,7 @@ const item = fc.record({ path: fc.array(fc.constantFrom(...["a", "b", "c", "key"
 
 describe("bbolt write then read", () => {
   it("returns every bucket, key and value written (arbitrary databases, every page size)", () => {
+    const seed = testSeed("bbolt roundtrip: arbitrary databases");
     let keysChecked = 0;
     fc.assert(
       fc.property(fc.array(item, { maxLength: 300, size: "max" }), fc.constantFrom(512, 1024, 4096, 16384), fc.constantFrom(1, 0.5), (items, pageSize, fill) => {
@@ -48,6 +48,7 @@ describe("bbolt write then read", () => {
   });
 
   it("builds multi-level branch pages for many keys and finds each of them", () => {
+    const seed = testSeed("bbolt roundtrip: many keys");
     const rand = mulberry32(seed);
     for (const pageSize of [512, 4096]) {
       const n = pageSize === 512 ? 20_000 : 60_000;
