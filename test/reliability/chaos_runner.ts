@@ -1,7 +1,8 @@
 /**
  * One chaos run: a 3-member cluster behind link proxies, the recorded workload, seeded faults for
  * `durationS`, then heal, final reads, watch drain, a full replay of the revision history, and the
- * checks — linearizability, watch guarantees, acknowledged writes lost. Used by scripts/chaos.ts
+ * checks — linearizability, watch guarantees, acknowledged writes lost (every one read back from
+ * every member at its revision, readback.ts, and looked up in the watch streams). Used by scripts/chaos.ts
  * and the chaos test. The target is the harness's: etcetera, or etcd with E2E_TARGET=etcd.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -12,8 +13,9 @@ import { ChaosCluster } from "./chaos_cluster.js";
 import { toWatchEvent, type EtcdConnection, type PbWatchResponse } from "./etcd_client.js";
 import { FaultInjector, type FaultKind, type FaultRecord } from "./faults.js";
 import { rng } from "./gen.js";
-import { writeRevision, type History } from "./history.js";
+import { writeRevision } from "./history.js";
 import { patchUnknownWrites, type PatchStats } from "./history_patch.js";
+import { ReadBack, writesMissingFromWatch, type MemberReader, type ReadAt } from "./readback.js";
 import { checkKvHistory } from "./linearizability.js";
 import { writeViolations } from "./timeline.js";
 import { checkWatches } from "./watch_check.js";
@@ -63,8 +65,10 @@ export interface ChaosReport {
   reportFiles: string[];
   watch: { ok: boolean; streams: number; events: number; progressNotifies: number; requiredDeliveries: number; prevKvChecked: number; violations: string[]; laggingWatchers: number[]; compactedWatchers: number[]; reconnects: number };
   ackedWrites: number;
+  /** Read-back failures (lost + unverified) plus writes missing from the watch streams. */
   lostWrites: number;
   lostExamples: string[];
+  readBack: { writes: number; reads: number; lost: number; unverified: number; missingFromWatch: number };
   finalRevision: number;
   lastCompactRevision: number;
   peakRssMiB: Record<string, number>;
@@ -76,6 +80,9 @@ export interface ChaosReport {
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const READ_BACK_TIMEOUT_MS = 3_000;
+/** Pause between read-back sweeps during the run. */
+const READ_BACK_EVERY_MS = 1_000;
 
 async function eventually<T>(fn: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -127,27 +134,6 @@ async function replay(conn: EtcdConnection, prefix: string, from: number, upTo: 
   return rec.stream;
 }
 
-/**
- * Acknowledged writes missing from the revision history as the watch streams delivered it: the
- * final replay (from revision 1, or after the last compaction) plus the live watchers, which
- * watched from revision 1 and are checked gap-free by the watch checks.
- */
-function lostWrites(history: History, streams: readonly WatchStream[]): string[] {
-  const byRev = new Map<number, { key: string; value: string | null }>();
-  for (const s of streams) for (const seg of s.segments) for (const r of seg.responses) for (const e of r.events) byRev.set(e.kv.modRevision, { key: e.kv.key, value: e.type === "put" ? e.kv.value : null });
-  const lost: string[] = [];
-  for (const o of history) {
-    const rev = writeRevision(o);
-    if (rev === undefined) continue;
-    const want = o.op.kind === "delete" ? null : (o.op as { value: string }).value;
-    const got = byRev.get(rev);
-    if (got === undefined || got.key !== o.op.key || got.value !== want) {
-      lost.push(`${o.op.kind} ${o.op.key}=${want ?? "(delete)"} acknowledged at revision ${rev}, replay has ${got === undefined ? "nothing" : `${got.key}=${got.value ?? "(delete)"}`}`);
-    }
-  }
-  return lost;
-}
-
 export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const log = opts.log ?? (() => undefined);
   const electionMs = opts.electionMs ?? 1_000;
@@ -171,9 +157,30 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     workload = new Workload({ endpoints: cluster.endpoints, seed: Math.floor(r() * 2 ** 31), clients: opts.clients ?? 6, keys: opts.keys ?? 6, thinkMs: opts.thinkMs ?? 5, maxOps: 3_000_000, staleReadRate: opts.staleReadRate ?? 0, serializableGets: opts.serializableGets ?? false, progressRequests });
     workload.start();
     const wl = workload;
-    injector = new FaultInjector(cluster, rng(Math.floor(r() * 2 ** 31)), { kinds: opts.faults, electionMs, log, order: opts.faultOrder ?? "random", compactBelow: () => wl.minWatcherCovered() });
+    const readers: MemberReader[] = cluster.members.map((m) => ({
+      name: m.name,
+      localRevision: () => m.conn.localRevision(wl.keyPrefix, READ_BACK_TIMEOUT_MS),
+      readAt: async (reads) => (await m.conn.readAt(reads, READ_BACK_TIMEOUT_MS)).map((kv): ReadAt => (kv === null ? { kind: "absent" } : { kind: "kv", ...kv })),
+    }));
+    const readBack = new ReadBack(readers);
+    readBack.follow(wl.recorder.completed());
+    // Compaction only below what the read-back has read everywhere and below any write still to come.
+    const compactBelow = () => {
+      readBack.sync();
+      return Math.min(wl.minWatcherCovered(), readBack.compactionBound(wl.recorder.inflightFloor()));
+    };
+    injector = new FaultInjector(cluster, rng(Math.floor(r() * 2 ** 31)), { kinds: opts.faults, electionMs, log, order: opts.faultOrder ?? "random", compactBelow });
     const end = Date.now() + opts.durationS * 1000;
+    let sweeping = true;
+    const sweeper = (async () => {
+      while (sweeping) {
+        await readBack.sweep();
+        await sleep(READ_BACK_EVERY_MS);
+      }
+    })();
     await injector.run(() => Date.now() >= end);
+    sweeping = false;
+    await sweeper;
 
     log("healing; final phase");
     await injector.healAll();
@@ -185,6 +192,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const laggingWatchers = await workload.drainWatchers(finalRevision, 30_000);
     const replayed = await replay(cluster.members[0]!.conn, workload.keyPrefix, injector.lastCompactRevision + 1, finalRevision, 30_000);
     const compactedWatchers = workload.compactedWatchers();
+    // Every acknowledged write not yet read back from every member: read it now.
+    const readBackBy = Date.now() + 60_000;
+    do await readBack.sweep();
+    while (readBack.pendingCount() > 0 && Date.now() < readBackBy && (await sleep(500), true));
+    for (const [name, n] of Object.entries(readBack.pendingByMember())) if (n > 0) readBack.unverified.push(`${name}: ${n} acknowledged writes could not be read back within 60 s`);
+    log(`read back ${readBack.writes} acknowledged writes from ${cluster.members.length} members (${readBack.verified} reads): ${readBack.lost.length} lost, ${readBack.unverified.length} unverified`);
     await workload.close();
 
     const history = workload.history();
@@ -195,7 +208,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const files = writeViolations(outDir, lin.violations);
     const watch = checkWatches(history, [...workload.watchStreams(), replayed]);
     writeFileSync(join(outDir, "watch-violations.txt"), watch.violations.map((v) => `${v.kind}: ${v.message}`).join("\n") + "\n");
-    const lost = lostWrites(history, [replayed, ...workload.watchStreams()]);
+    const missingFromWatch = writesMissingFromWatch(history, [replayed, ...workload.watchStreams()]);
+    const lost = [...readBack.lost, ...readBack.unverified, ...missingFromWatch];
     cluster.sampleRss();
 
     const k = workload.stats.byKind;
@@ -228,6 +242,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       ackedWrites: history.filter((o) => writeRevision(o) !== undefined).length,
       lostWrites: lost.length,
       lostExamples: lost.slice(0, 5),
+      readBack: { writes: readBack.writes, reads: readBack.verified, lost: readBack.lost.length, unverified: readBack.unverified.length, missingFromWatch: missingFromWatch.length },
       finalRevision,
       lastCompactRevision: injector.lastCompactRevision,
       peakRssMiB: Object.fromEntries(cluster.members.map((m) => [m.name, Math.round((m.peakRssKiB / 1024) * 10) / 10])),
@@ -265,7 +280,8 @@ export function formatReport(rep: ChaosReport): string {
     ...(rep.reportFiles.length > 0 ? [`  timelines: ${rep.reportFiles.join(", ")}`] : []),
     `watch checks: ${rep.watch.ok ? "passed" : "FAILED"} (${rep.watch.streams} streams, ${rep.watch.events} events, ${rep.watch.progressNotifies} progress notifications, ${rep.watch.requiredDeliveries} required deliveries, ${rep.watch.prevKvChecked} prev_kv checked, ${rep.watch.reconnects} reconnects${rep.watch.laggingWatchers.length > 0 ? `, lagging watchers ${rep.watch.laggingWatchers.join(",")}` : ""}${rep.watch.compactedWatchers.length > 0 ? `, watchers compacted away ${rep.watch.compactedWatchers.join(",")}` : ""})`,
     ...rep.watch.violations.slice(0, 5).map((v) => `  ${v}`),
-    `acknowledged writes lost: ${rep.lostWrites} of ${rep.ackedWrites} (final revision ${rep.finalRevision}${rep.lastCompactRevision > 0 ? `, compacted up to ${rep.lastCompactRevision}` : ""})`,
+    `acknowledged writes lost: ${rep.lostWrites} of ${rep.ackedWrites} (final revision ${rep.finalRevision}${rep.lastCompactRevision > 0 ? `, compacted up to ${rep.lastCompactRevision}` : ""}; ` +
+      `read back from every member: ${rep.readBack.writes} writes, ${rep.readBack.reads} reads, ${rep.readBack.lost} lost, ${rep.readBack.unverified} unverified; missing from the watch streams: ${rep.readBack.missingFromWatch})`,
     ...rep.lostExamples.map((l) => `  ${l}`),
     `peak RSS (VmHWM): ${Object.entries(rep.peakRssMiB).map(([n, v]) => `${n} ${v} MiB`).join(", ")}`,
     ...(rep.injectedBugs.length > 0 ? [`TEST-ONLY injected client bugs: ${rep.injectedBugs.join(", ")} (stale reads served from cache: ${rep.staleReadsInjected})`] : []),

@@ -176,6 +176,20 @@ export class EtcdConnection {
     }
   }
 
+  /** This member's applied revision: a serializable Range answered from its local state. */
+  async localRevision(key: string, timeoutMs: number): Promise<number> {
+    const r = await this.unary<PbRangeResponse>(this.kv, "Range", { key: Buffer.from(key), serializable: true, count_only: true }, timeoutMs);
+    return Number(r.header.revision);
+  }
+
+  /** Reads each (key, revision) from this member's local state in one Txn of serializable Ranges. */
+  async readAt(reads: ReadonlyArray<{ key: string; revision: number }>, timeoutMs: number): Promise<Array<ObservedKv | null>> {
+    const success = reads.map((x) => ({ request_range: { key: Buffer.from(x.key), revision: String(x.revision), serializable: true } }));
+    const r = await this.unary<PbTxnResponse>(this.kv, "Txn", { compare: [], success, failure: [] }, timeoutMs);
+    if (r.responses.length !== reads.length) throw new Error(`readAt: ${r.responses.length} responses for ${reads.length} reads`);
+    return r.responses.map((x) => toObserved(x.response_range?.kvs[0]));
+  }
+
   async status(timeoutMs: number): Promise<MemberStatus> {
     const r = await this.unary<{ header: PbHeader; leader: string; raftTerm: string; raftIndex: string }>(this.maintenance, "Status", {}, timeoutMs);
     return { memberId: r.header.member_id, leader: r.leader, raftTerm: Number(r.raftTerm), raftIndex: Number(r.raftIndex), revision: Number(r.header.revision) };

@@ -128,6 +128,8 @@ export interface PendingOp {
   readonly clientId: number;
   readonly op: KvOp;
   readonly call: number;
+  /** The highest revision any operation had returned when this one was invoked. */
+  readonly floor: number;
 }
 
 export interface HistoryRecorderOptions {
@@ -148,6 +150,7 @@ export class HistoryRecorder {
   private readonly pending = new Map<number, PendingOp>();
   private nextId = 0;
   private dropped = 0;
+  private maxRevision = 0;
 
   constructor(opts: HistoryRecorderOptions = {}) {
     this.now = opts.now ?? (() => performance.now());
@@ -156,7 +159,7 @@ export class HistoryRecorder {
 
   invoke(clientId: number, op: KvOp): PendingOp {
     if (this.nextId >= this.maxOps) throw new Error(`history full (${this.maxOps} operations)`);
-    const p: PendingOp = { id: this.nextId++, clientId, op, call: this.now() };
+    const p: PendingOp = { id: this.nextId++, clientId, op, call: this.now(), floor: this.maxRevision };
     this.pending.set(p.id, p);
     return p;
   }
@@ -166,6 +169,22 @@ export class HistoryRecorder {
     this.settle(p);
     if (result.kind !== p.op.kind) throw new Error(`result ${result.kind} for a ${p.op.kind} operation`);
     this.ops.push({ id: p.id, clientId: p.clientId, op: p.op, call: p.call, ret: this.now(), result });
+    this.maxRevision = Math.max(this.maxRevision, result.revision);
+  }
+
+  /** The operations settled so far, in settling order; append-only (ids as invoked, not renumbered). */
+  completed(): readonly Operation[] {
+    return this.ops;
+  }
+
+  /**
+   * The lowest `floor` of the operations in flight (Infinity when none): a write still to be
+   * acknowledged lands above it, if the store is linearizable.
+   */
+  inflightFloor(): number {
+    let low = Infinity;
+    for (const p of this.pending.values()) low = Math.min(low, p.floor);
+    return low;
   }
 
   /** The operation definitely had no effect (or was a read): it is left out of the history. */
