@@ -40,6 +40,11 @@ export interface SimOptions {
   faultSteps: number;
   livenessSteps: number;
   trace?: (line: string) => void;
+  /**
+   * TEST-ONLY: called on every RawNode the simulator starts (restarts too), to plant a bug in it
+   * from outside src/raft (mutation.test.ts proves the checks catch a broken Raft).
+   */
+  mutate?: (raw: RawNode, id: NodeId) => void;
 }
 
 export class SimFailure extends Error {
@@ -217,6 +222,7 @@ export class Simulator {
       maxInflightBytes: this.rnd() < 0.5 ? 0 : 256 + this.int(1024),
       random: this.rnd,
     });
+    this.opts.mutate?.(n.raw, n.id);
   }
 
   private live(): SimNode[] {
