@@ -13,7 +13,7 @@ import http2 from "node:http2";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Cluster, TARGET_ETCD } from "../e2e/harness.js";
-import { findDeviation, KNOWN_DEVIATIONS, KNOWN_LEAKS } from "./deviations.js";
+import { findDeviation, FRAME_DEVIATIONS, KNOWN_LEAKS } from "../deviations.js";
 import { CALL_TIMEOUT_S, Code, type FrameCase, frameCase } from "./frame_cases.js";
 import { fuzzRun, scaled, timeoutMs } from "./fuzz_config.js";
 import { grpcFrame, outcomeKey, RawH2Client, type RawOutcome } from "./h2_raw.js";
@@ -63,6 +63,7 @@ function verdict(c: FrameCase, o: RawOutcome): string | undefined {
   if (o.kind === "http") return c.kind === "wrong-content-type" ? undefined : `HTTP ${o.httpStatus} without grpc-status`;
   if ("code" in c.expect && o.code !== c.expect.code) {
     // etcd 3.4 has no Downgrade, and grpc-go's answer to a path without a method is RESOURCE_EXHAUSTED.
+    // deviation: downgrade-unimplemented, deviation: unknown-path-code (test/deviations.ts)
     if (TARGET_ETCD && c.method.name === "Downgrade" && o.code === Code.UNIMPLEMENTED) return undefined;
     if (TARGET_ETCD && c.kind === "unknown-path" && o.code === Code.RESOURCE_EXHAUSTED) return undefined;
     return `status ${o.code} "${o.message}", want ${c.expect.code}`;
@@ -160,7 +161,7 @@ describe("grpc_frames: malformed gRPC on the client port", () => {
         if (d === undefined) {
           undocumented.push(`${describeCase(c)}\n    etcetera: ${JSON.stringify(a)}\n    etcd:     ${JSON.stringify(b)}`);
         } else {
-          const key = KNOWN_DEVIATIONS.indexOf(d);
+          const key = FRAME_DEVIATIONS.indexOf(d);
           seen.set(`${key}`, (seen.get(`${key}`) ?? 0) + 1);
         }
       },
@@ -169,7 +170,7 @@ describe("grpc_frames: malformed gRPC on the client port", () => {
     ref.close();
     console.log(`[fuzz] grpc_frames vs etcd 3.4: ${compared} compared, ${same} identical, reference crashes ${referenceCrashes}`);
     for (const [key, n] of seen) {
-      const d = KNOWN_DEVIATIONS[Number(key)]!;
+      const d = FRAME_DEVIATIONS[Number(key)]!;
       console.log(`  documented deviation ×${n} [${d.kinds.slice(0, 3).join(",")}${d.kinds.length > 3 ? ",…" : ""}]${d.finding ? " (FINDING)" : ""}: ${d.why}`);
     }
     expect(undocumented.slice(0, 10), `undocumented deviations; replay: SEED=${run.seed} npx vitest run test/fuzz/grpc_frames.test.ts`).toEqual([]);

@@ -113,9 +113,9 @@ describe("load_shapes: huge ranges, abandoned watchers, lease storms", () => {
       const readRev = Number(read.header.revision);
       const servedDuring = writes.filter((x) => x.beforeRead && x.rev > readRev).length;
       console.log(`[fuzz] load_shapes: ${servedDuring} writes applied and answered while a read of ${keys} rows (at revision ${readRev}) was running`);
-      // etcd 3.4's read can end within one write's round trip (1 and 77 writes in two runs): the
-      // progress check is etcetera's, whose sliced read spans ~100 turns (14-16 writes measured).
-      expect(servedDuring, "writes served during the long read").toBeGreaterThanOrEqual(TARGET_ETCD ? 0 : 2);
+      // A guarantee of etcetera's, not etcd's (1 and 77 writes in two etcd runs):
+      // deviation: long-read-serves-writes (test/deviations.ts)
+      if (!TARGET_ETCD) expect(servedDuring, "writes served during the long read").toBeGreaterThanOrEqual(2);
       const visible = writes.filter((x) => x.rev <= readRev);
       const firstValue = visible.filter((x) => x.first).at(-1)?.value ?? "v0";
       expect([Number(read.count), read.more, read.kvs.length]).toEqual([keys + visible.filter((x) => !x.first).length, true, 1]);

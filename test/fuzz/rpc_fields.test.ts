@@ -4,7 +4,7 @@
  * same order, to a reference etcd 3.4: every call must be answered before its deadline, every
  * success response must satisfy etcd's invariants (header present, revisions never going back,
  * count ≥ kvs, more ⇒ limit reached, ...), and status codes and messages must match etcd's or be
- * a documented deviation (rpc_deviations.ts).
+ * a documented deviation (test/deviations.ts).
  *
  * SEED= replays, FUZZ_SECONDS= lengthens (see fuzz_config.ts).
  */
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Cluster } from "../e2e/harness.js";
 import { fuzzRun, timeoutMs } from "./fuzz_config.js";
 import { Rng } from "./rng.js";
-import { findRpcDeviation, RPC_DEVIATIONS } from "./rpc_deviations.js";
+import { findRpcDeviation, RPC_DEVIATIONS } from "../deviations.js";
 import { type RpcOp, RpcGen } from "./rpc_gen.js";
 import { invariantViolations, outcomeText, TargetSession } from "./rpc_runner.js";
 import { assertServing, type FuzzTarget, memberTarget, ReferenceEtcd } from "./target.js";

@@ -169,7 +169,7 @@ describe("compiled codecs", () => {
   it("an int64 beyond int64's range (a double rounded from ±(2^63-1)) is written as the nearest int64, never wrapped", () => {
     // 9223372036854775807 (INT64_MAX) decodes to the double 2^63; writing that bit for bit wrapped
     // to -2^63 (a write Txn ranging at revision 2^63-1 was answered "compacted" instead of etcd's
-    // "future revision"; it was whitelisted in test/fuzz/rpc_deviations.ts).
+    // "future revision"; it was whitelisted in the fuzz deviations).
     const w = new ProtoWriter(64);
     w.int64(2 ** 63);
     w.int64(2 ** 64);

@@ -46,6 +46,7 @@ export interface ChaosOptions {
    * which answers them with the current revision even to unsynced watchers — etcd issue #15220,
    * fixed by etcd PR #15237 in later releases — so its progress notifications can be ahead of the
    * events still queued. etcd then gets timed progress notifications every second instead.
+   * deviation: watch-progress-request-unsynced (test/deviations.ts)
    */
   progressRequests?: boolean;
   log?: (line: string) => void;
