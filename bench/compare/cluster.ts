@@ -8,11 +8,11 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { ETCD_BIN } from "../../test/binaries.js";
 import { reservePort } from "../../test/ports.js";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
-export const ETCD_BIN = process.env.ETCD_BIN ?? "/usr/bin/etcd";
-export const ETCDCTL_BIN = process.env.ETCDCTL ?? "/usr/bin/etcdctl";
+export { ETCD_BIN, ETCDCTL_BIN } from "../../test/binaries.js";
 export const SERVER_JS = join(ROOT, "dist/server.js");
 
 export type Target = "etcd" | "etcetera";

@@ -6,6 +6,7 @@ import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { ETCD_BIN, ETCDCTL_BIN as ETCDCTL } from "../binaries.js";
 import { reservePort } from "../ports.js";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
@@ -15,8 +16,7 @@ export const SERVER_JS = join(ROOT, "dist/server.js");
  * tests' expectations honest.
  */
 export const TARGET_ETCD = process.env.E2E_TARGET === "etcd";
-const ETCD_BIN = process.env.ETCD_BIN ?? "/usr/bin/etcd";
-export const ETCDCTL = process.env.ETCDCTL ?? "/usr/bin/etcdctl";
+export { ETCDCTL_BIN as ETCDCTL } from "../binaries.js";
 
 export interface MemberSpec {
   name: string;

@@ -9,9 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { clients, unary } from "../e2e/grpc_client.js";
 import { type Member, TARGET_ETCD, etcdctl, sleep } from "../e2e/harness.js";
+import { ETCD_BIN } from "../binaries.js";
 import { reservePort } from "../ports.js";
 
-const ETCD_BIN = process.env.ETCD_BIN ?? "/usr/bin/etcd";
 
 /** One server process the fuzzers talk to. */
 export interface FuzzTarget {

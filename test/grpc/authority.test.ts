@@ -21,6 +21,7 @@ import { GrpcServer } from "../../src/grpc/server.js";
 import type { KVHandlers, WatchHandlers } from "../../src/grpc/services.js";
 import { GrpcError, Status } from "../../src/grpc/status.js";
 import { HandlerStats, echoClient, echoHandlers, eventually, frame, loadEchoCodecs, rawRequest, unary, type EchoRequest, type EchoResponse } from "./harness.js";
+import { ETCDCTL_BIN } from "../binaries.js";
 
 const codecs = loadEchoCodecs();
 const request = codecs.message<Partial<EchoRequest>>("etceteratest.EchoRequest");
@@ -225,7 +226,7 @@ describe("graceful close", () => {
 
 // ---- etcdctl (Go gRPC) ----
 
-const ETCDCTL = process.env.ETCDCTL ?? "/usr/bin/etcdctl";
+const ETCDCTL = ETCDCTL_BIN;
 
 function etcdctl(endpoint: string, args: string[], timeoutMs = 15_000): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {

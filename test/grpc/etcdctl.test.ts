@@ -16,9 +16,10 @@ import type { ServerWritable } from "../../src/grpc/handler.js";
 import { GrpcServer } from "../../src/grpc/server.js";
 import { GrpcError, Status } from "../../src/grpc/status.js";
 import { eventually } from "./harness.js";
+import { ETCDCTL_BIN } from "../binaries.js";
 
 // The lease ID stays below 2^53: etcetera's 64-bit fields are JS numbers.
-const ETCDCTL = process.env.ETCDCTL ?? "/usr/bin/etcdctl";
+const ETCDCTL = ETCDCTL_BIN;
 
 interface Run {
   code: number;
