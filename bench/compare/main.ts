@@ -255,7 +255,7 @@ async function main(): Promise<void> {
   const md =
     `### etcetera vs etcd (${startedAt.toISOString().slice(0, 10)}, ${subtitle})\n\n` +
     markdownTable(summary) +
-    `\nRatios are etcetera / etcd (req/s: higher is better; p99: lower is better). (n): rounds each median is taken over. Peak RSS is VmHWM per member, largest first. Every run: \`${relative(ROOT, join(opts.outDir, stamp))}.json\`.\n`;
+    `\nRatios are etcetera / etcd (req/s: higher is better; p99: lower is better). (n; range): rounds each median is taken over, and the lowest and highest round. Peak RSS is VmHWM per member, largest first. Every run: \`${relative(ROOT, join(opts.outDir, stamp))}.json\`.\n`;
   const svg = svgChart(summary, subtitle);
   const wallSec = (Date.now() - startedAt.getTime()) / 1000;
   const json = { startedAt: startedAt.toISOString(), wallSec, options: opts, machine: info, rows, runs, summary, ...(refusal !== undefined ? { refusal } : {}) };

@@ -34,6 +34,11 @@ function oneLine(s: string): string {
   return s.replace(/\s+/g, " ").replace(/\|/g, "/").trim();
 }
 
+/** Median req/s, then (n; lowest–highest round) when there is more than one round. */
+function rpsCell(t: TargetSummary): string {
+  return t.rounds > 1 ? `${fmtInt(t.rps)} (${t.rounds}; ${fmtInt(t.rpsMin)}–${fmtInt(t.rpsMax)})` : `${fmtInt(t.rps)} (${t.rounds})`;
+}
+
 /**
  * The README's table. n, beside each req/s, is the number of rounds the target's medians in that
  * row are taken over (its avg / p99 and RSS cells too); the caller checks they are all equal
@@ -41,15 +46,15 @@ function oneLine(s: string): string {
  */
 export function markdownTable(rows: readonly RowSummary[]): string {
   const head = [
-    "| Benchmark | etcd req/s (n) | etcetera req/s (n) | req/s ratio | etcd avg / p99 ms | etcetera avg / p99 ms | p99 ratio | etcd peak RSS MB | etcetera peak RSS MB |",
+    "| Benchmark | etcd req/s (n; range) | etcetera req/s (n; range) | req/s ratio | etcd avg / p99 ms | etcetera avg / p99 ms | p99 ratio | etcd peak RSS MB | etcetera peak RSS MB |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   const body = rows.map((r) =>
     [
       "",
       ` ${r.title} `,
-      ` ${cell(r.etcd, (t) => `${fmtInt(t.rps)} (${t.rounds})`)} `,
-      ` ${cell(r.etcetera, (t) => `${fmtInt(t.rps)} (${t.rounds})`)} `,
+      ` ${cell(r.etcd, rpsCell)} `,
+      ` ${cell(r.etcetera, rpsCell)} `,
       ` ${fmtRatio(r.rpsRatio)} `,
       ` ${cell(r.etcd, (t) => `${fmtMs(t.avgMs)} / ${fmtMs(t.p99Ms)}`)} `,
       ` ${cell(r.etcetera, (t) => `${fmtMs(t.avgMs)} / ${fmtMs(t.p99Ms)}`)} `,

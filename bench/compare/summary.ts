@@ -32,6 +32,9 @@ export interface TargetSummary {
   rounds: number;
   failed: number;
   rps: number;
+  /** Lowest and highest requests/s over the successful rounds: how far rounds differ. */
+  rpsMin: number;
+  rpsMax: number;
   avgMs: number;
   p99Ms: number;
   /** Median over rounds of the largest-first member peak RSS, bytes. */
@@ -65,6 +68,8 @@ export function summarizeTarget(runs: readonly RunRecord[]): TargetSummary | und
     rounds: ok.length,
     failed: runs.length - ok.length,
     rps: median(ok.map((r) => r.rps ?? NaN)),
+    rpsMin: Math.min(...ok.map((r) => r.rps ?? NaN)),
+    rpsMax: Math.max(...ok.map((r) => r.rps ?? NaN)),
     avgMs: median(ok.map((r) => r.avgMs ?? NaN)),
     p99Ms: median(ok.map((r) => r.p99Ms ?? NaN)),
     peakRssBytes: Array.from({ length: members }, (_, i) => median(ok.map((r) => r.peakRssBytes?.[i] ?? NaN))),

@@ -29,7 +29,7 @@ describe("compare summary", () => {
       run({ row: "r", target: "etcetera", round: 3, rps: 500, p99Ms: 8, peakRssBytes: [40 * MB, 20 * MB, 20 * MB] }),
     ];
     const [s] = summarizeRows(rows, runs);
-    expect(s!.etcd).toMatchObject({ rounds: 3, failed: 0, rps: 1000, p99Ms: 12 });
+    expect(s!.etcd).toMatchObject({ rounds: 3, failed: 0, rps: 1000, rpsMin: 800, rpsMax: 1200, p99Ms: 12 });
     expect(s!.etcetera).toMatchObject({ rounds: 2, failed: 1, rps: 1000, p99Ms: 7, firstError: "boom" });
     expect(s!.etcetera!.peakRssBytes[0]).toBe(35 * MB);
     expect(s!.rpsRatio).toBeCloseTo(1, 12);
@@ -97,15 +97,15 @@ describe("compare: equal rounds, n per cell, start retries", () => {
     const summary = summarizeRows(rows, [...full("etcd", "a"), ...full("etcetera", "a"), ...full("etcd", "b"), ...full("etcetera", "b")]);
     expect(assertEqualRounds(summary)).toBe(3);
     const md = markdownTable(summary);
-    expect(md).toContain("| etcd req/s (n) | etcetera req/s (n) |");
-    expect(md).toContain("| 100 (3) | 100 (3) |");
+    expect(md).toContain("| etcd req/s (n; range) | etcetera req/s (n; range) |");
+    expect(md).toContain("| 100 (3; 100–100) | 100 (3; 100–100) |");
   });
 
   it("refuses a table where one cell holds fewer rounds (the 2-of-3 table of 2026-11-30)", () => {
     const runs = [...full("etcd", "a"), ...full("etcetera", "a"), ...full("etcd", "b"), ...full("etcetera", "b").slice(0, 2), run({ row: "b", target: "etcetera", round: 3, ok: false, error: "cluster did not start\nmore" })];
     const summary = summarizeRows(rows, runs);
     expect(() => assertEqualRounds(summary)).toThrow(/unequal round counts \(most cells hold 3\): b etcetera n=2 \(1 failed: cluster did not start\)$/);
-    expect(markdownTable(summary)).toContain("| 100 (2) |");
+    expect(markdownTable(summary)).toContain("| 100 (2; 100–100) |");
   });
 
   it("refuses a table where every run failed", () => {
