@@ -2,7 +2,7 @@
  * The crash-consistency layer itself, on a real FUSE mount: what was made durable survives a power
  * cut, and nothing else does.
  */
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, unlinkSync, writeSync, ftruncateSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join, resolve } from "node:path";
@@ -189,6 +189,18 @@ describe("lazyfs", () => {
       s = scratch("lazyfs-test");
     }
     expect(kept[0]).toBe(kept[1]);
+  });
+
+  it("unmounts itself when the process that started it dies (no mount outlives a killed test run)", async () => {
+    const bin = buildLazyFs();
+    // sh stays lazyfs's parent (the trailing `true` keeps it from exec'ing lazyfs), and is then killed.
+    const sh = spawn("sh", ["-c", `'${bin}' --disk '${s.disk}' --work '${s.work}' --die-with-parent '${s.mnt}'; true`], { stdio: "ignore" });
+    const deadline = Date.now() + 10_000;
+    while (!isMounted(s.mnt) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(isMounted(s.mnt)).toBe(true);
+    sh.kill("SIGKILL");
+    while (isMounted(s.mnt) && Date.now() < deadline + 10_000) await new Promise((r) => setTimeout(r, 20));
+    expect(isMounted(s.mnt)).toBe(false);
   });
 
   /** Runs SQLite in a child (better-sqlite3): commits rows until killed, printing each committed id. */

@@ -75,7 +75,7 @@ export class LazyFs {
     const bin = buildLazyFs();
     for (const d of [opts.disk, opts.work, opts.mountpoint]) mkdirSync(d, { recursive: true });
     if (isMounted(opts.mountpoint)) throw new Error(`${opts.mountpoint} is already a mount point`);
-    const args = ["--disk", opts.disk, "--work", opts.work];
+    const args = ["--disk", opts.disk, "--work", opts.work, "--die-with-parent"];
     if (opts.log !== undefined) args.push("--log", opts.log);
     if (opts.seed !== undefined) args.push("--seed", String(opts.seed));
     if (opts.tear === true) args.push("--tear");

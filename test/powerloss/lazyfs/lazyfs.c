@@ -1,7 +1,10 @@
 /*
  * lazyfs: a FUSE file system that loses power on command (etcd's LazyFS idea, for etcetera's tests).
  *
- *   lazyfs --disk DIR --work DIR [--log FILE] [--seed N] [--tear] MOUNTPOINT
+ *   lazyfs --disk DIR --work DIR [--log FILE] [--seed N] [--tear] [--die-with-parent] MOUNTPOINT
+ *
+ * --die-with-parent: a power cut when the process that started lazyfs dies (a test runner killed on
+ * a timeout leaves no mount behind).
  *
  * DURABILITY MODEL (what survives a power cut)
  *
@@ -62,6 +65,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/time.h>
@@ -1089,7 +1093,7 @@ static void on_cut(int sig) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: lazyfs --disk DIR --work DIR [--log FILE] [--seed N] [--tear] MOUNTPOINT\n");
+  fprintf(stderr, "usage: lazyfs --disk DIR --work DIR [--log FILE] [--seed N] [--tear] [--die-with-parent] MOUNTPOINT\n");
   exit(2);
 }
 
@@ -1102,12 +1106,14 @@ static void abs_path(char *out, const char *p) {
 
 int main(int argc, char **argv) {
   const char *disk = NULL, *work = NULL, *mnt = NULL;
+  int die_with_parent = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--disk") && i + 1 < argc) disk = argv[++i];
     else if (!strcmp(argv[i], "--work") && i + 1 < argc) work = argv[++i];
     else if (!strcmp(argv[i], "--log") && i + 1 < argc) snprintf(log_path, sizeof log_path, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--tear")) tear = 1;
+    else if (!strcmp(argv[i], "--die-with-parent")) die_with_parent = 1;
     else if (argv[i][0] != '-' && !mnt) mnt = argv[i];
     else usage();
   }
@@ -1149,6 +1155,10 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
+  if (die_with_parent) {
+    CHECK(prctl(PR_SET_PDEATHSIG, SIGTERM) == 0, "prctl: %s", strerror(errno));
+    if (getppid() == 1) on_cut(SIGTERM); /* the parent is already gone */
+  }
   fprintf(stderr, "lazyfs: mounted %s (disk %s)\n", mnt, disk_root);
   int rc = fuse_loop(fuse_instance);
   fuse_unmount(fuse_instance);
