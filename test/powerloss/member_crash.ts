@@ -198,8 +198,11 @@ export async function runMemberCrash(o: CrashOptions): Promise<CrashReport> {
       const needle = o.cutAt === "snapshot" ? '"msg":"saved snapshot"' : '"msg":"purged WAL segment"';
       const occurrence = 1 + Math.floor(rnd() * 3);
       const seen = await waitForLine(member, needle, occurrence, o.triggerTimeoutMs ?? 120_000);
+      // Two "saved snapshot" lines per raft snapshot: the snapshotter's (snap file and its directory
+      // synced, WAL marker not yet written) and the server's (marker written, WAL segments released).
+      const which = o.cutAt === "snapshot" ? (occurrence % 2 === 1 ? " (the snap file's)" : " (the server's, after the WAL release)") : "";
       cutDescription = seen
-        ? `right after ${needle} #${occurrence} (${Date.now() - t0} ms into the load)`
+        ? `right after ${needle} #${occurrence}${which} (${Date.now() - t0} ms into the load)`
         : `trigger ${needle} #${occurrence} never came (${Date.now() - t0} ms into the load)`;
     }
     // The power cut: the process dies with the machine; lazyfs drops what was not durable.

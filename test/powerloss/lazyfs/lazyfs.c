@@ -723,6 +723,12 @@ static void power_cut(void) {
     char vp[PATH_MAX];
     live_path(vp, f->path);
     int vfd = open(vp, O_RDONLY);
+    struct stat vst;
+    /* The name may now belong to another inode (unlinked and created again): then there is nothing to tear. */
+    if (vfd >= 0 && (fstat(vfd, &vst) != 0 || ino_get(vst.st_ino, K_FILE) != tear_id)) {
+      close(vfd);
+      vfd = -1;
+    }
     if (vfd >= 0) {
       copy_range(vfd, sfd, f->last.off, kept);
       CHECK(fdatasync(sfd) == 0, "fdatasync %s", sp);
@@ -730,7 +736,7 @@ static void power_cut(void) {
       logmsg("torn-write file=%s id=%d off=%jd len=%jd kept=%jd", f->path, tear_id, (intmax_t)f->last.off,
              (intmax_t)f->last.len, (intmax_t)kept);
     } else {
-      logmsg("torn-write-skipped file=%s (no live name)", f->path);
+      logmsg("torn-write-skipped file=%s (the inode has no live name any more)", f->path);
     }
     close(sfd);
   }
