@@ -2,9 +2,10 @@
  * Power-loss crash runs of one member on lazyfs (issue 20; test/powerloss/member_crash.ts).
  *
  *   npm run powerloss -- [--seed N] [--seeds K] [--cut-at delay|snapshot|wal-purge|all]
- *       [--snapshot-count 1000] [--max-wals 1] [--value-bytes 2048] [--max-delay-ms 8000] [--no-tear] [--keep]
+ *       [--snapshot-count 1000] [--max-wals 1] [--value-bytes 2048] [--max-delay-ms 8000] [--writeback P] [--no-tear] [--keep]
  *
- * Builds dist/ first. Each run prints its seed and a replay line; the exit code is 1 if any run
+ * --writeback P: at the cut, each unsynced 4 KiB page had reached the disk with probability P%
+ * (the OS's background writeback, in any order). Builds dist/ first. Each run prints its seed and a replay line; the exit code is 1 if any run
  * lost an acknowledged put, left a backend that fails integrity_check, or refused to start
  * without naming a file and an offset.
  */
@@ -39,6 +40,7 @@ for (let seed = firstSeed; seed < firstSeed + seeds; seed++) {
       valueBytes: Number(option("value-bytes", "2048")),
       maxDelayMs: Number(option("max-delay-ms", "8000")),
       tear: !args.includes("--no-tear"),
+      writebackPercent: Number(option("writeback", "0")),
       keep: args.includes("--keep"),
       log: (l) => console.log(l),
     });

@@ -51,6 +51,8 @@ export interface LazyFsOptions {
   seed?: number;
   /** Tear the newest unsynced write at the power cut. */
   tear?: boolean;
+  /** At the power cut, each unsynced 4 KiB page had reached the disk with this probability (%, seeded). */
+  writebackPercent?: number;
 }
 
 const live = new Set<LazyFs>();
@@ -79,6 +81,7 @@ export class LazyFs {
     if (opts.log !== undefined) args.push("--log", opts.log);
     if (opts.seed !== undefined) args.push("--seed", String(opts.seed));
     if (opts.tear === true) args.push("--tear");
+    if (opts.writebackPercent !== undefined) args.push("--writeback", String(opts.writebackPercent));
     const proc = spawn(bin, [...args, opts.mountpoint], { stdio: ["ignore", "pipe", "pipe"] });
     const fs = new LazyFs(opts, proc);
     live.add(fs);

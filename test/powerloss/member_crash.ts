@@ -37,6 +37,8 @@ export interface CrashOptions {
   /** Give up waiting for the trigger line after this long (the cut happens anyway), ms. */
   triggerTimeoutMs?: number;
   tear?: boolean;
+  /** lazyfs --writeback: the share (%) of unsynced pages the OS had written back before the cut. */
+  writebackPercent?: number;
   /** Keep the scratch dir (disk, work, logs) for a post-mortem. */
   keep?: boolean;
   log?: (line: string) => void;
@@ -166,7 +168,7 @@ export async function runMemberCrash(o: CrashOptions): Promise<CrashReport> {
   let member: Member | undefined;
   let conn: EtcdConnection | undefined;
   try {
-    fs = await LazyFs.mount({ disk: s.disk, work: s.work, mountpoint: s.mnt, log: s.log, seed: o.seed, tear: o.tear ?? true });
+    fs = await LazyFs.mount({ disk: s.disk, work: s.work, mountpoint: s.mnt, log: s.log, seed: o.seed, tear: o.tear ?? true, writebackPercent: o.writebackPercent });
     member = startMember(spec, args);
     await member.waitReady();
     conn = new EtcdConnection(member.endpoint);

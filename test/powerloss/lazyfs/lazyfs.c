@@ -1,7 +1,11 @@
 /*
  * lazyfs: a FUSE file system that loses power on command (etcd's LazyFS idea, for etcetera's tests).
  *
- *   lazyfs --disk DIR --work DIR [--log FILE] [--seed N] [--tear] [--die-with-parent] MOUNTPOINT
+ *   lazyfs --disk DIR --work DIR [--log FILE] [--seed N] [--tear] [--writeback P] [--die-with-parent] MOUNTPOINT
+ *
+ * --writeback P: at the power cut, each 4 KiB page of unsynced data had reached the disk with
+ * probability P% (seeded), in no particular order: the kernel's background writeback, which can
+ * put a later write on disk without an earlier one. Default 0 (only fsync persists anything).
  *
  * --die-with-parent: a power cut when the process that started lazyfs dies (a test runner killed on
  * a timeout leaves no mount behind).
@@ -21,8 +25,8 @@
  *     durable inode and fsyncs the durable inode on the host (write-through + fsync on the backing
  *     fd): that inode is hard-linked into DISK under each of the file's durable names. fdatasync and
  *     fsync are the same here (timestamps and modes are not modelled). Nothing else makes data
- *     durable: not close, not a clean unmount, not time (no 30 s writeback; the strictest POSIX
- *     reading, so a missing fsync always shows).
+ *     durable: not close, not a clean unmount, not time (no 30 s writeback unless --writeback
+ *     says so; by default the strictest POSIX reading, so a missing fsync always shows).
  *   - Size. A size change (growing write, truncate) is file data: durable at the file's fsync.
  *   - Names. create, mknod, mkdir, unlink, rmdir, rename, link and symlink change the volatile tree
  *     only. fsync of a directory D makes D's entries on disk equal to its volatile entries: each name
@@ -35,15 +39,16 @@
  *     current path (creating missing ancestors), as ext4's journal commit does; this is the one
  *     place the model is more lenient than POSIX.
  *   - Power cut (SIGUSR1, or any exit: SIGTERM, unmount): lazyfs stops serving, and everything
- *     above that was not made durable is dropped: DISK is left as it is. With --tear, the newest
+ *     above that was not made durable is dropped: DISK is left as it is (with --writeback, a seeded
+ *     part of the unsynced file data reaches it first). With --tear, the newest
  *     write not covered by an fsync is torn: a seeded prefix of it (1..len-1 bytes) reaches the disk
  *     inode (a torn sector write), if that inode has a durable name. With --log, lazyfs writes what
  *     it dropped (each lost write range, torn write, lost or resurrected directory entry) so that a
  *     failure can be explained and replayed. The caller then mounts a new lazyfs on the same DISK,
  *     which starts from what is left.
  *
- *   Not modelled: reordering among unsynced writes other than the torn one (no write is ever
- *   partly persisted before its fsync except the torn one), modes, owners, timestamps, xattrs,
+ *   Not modelled: background writeback unless --writeback is given (then only of file data,
+ *   never of directory entries), modes, owners, timestamps, xattrs,
  *   special files (fifos/sockets are created in the volatile tree only and never on disk).
  *
  * Single-threaded (fuse_loop): every operation is serialized, so a run is reproducible for a given order
@@ -91,6 +96,7 @@ static char orphan_root[PATH_MAX]; /* durable dirs displaced from the disk tree,
 static char log_path[PATH_MAX];
 static uint64_t seed = 1;
 static int tear = 0;
+static int writeback_pct = 0; /* --writeback P: each unsynced page reached the disk with probability P% */
 static volatile sig_atomic_t cut_requested = 0;
 
 /* ---- bookkeeping: files (by id), directories (by id), volatile inode number -> id */
@@ -692,12 +698,64 @@ static uint64_t splitmix(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
+/* The live file of `id` through its newest path, if that name still holds the same inode; else -1. */
+static int open_live(int id) {
+  char vp[PATH_MAX];
+  live_path(vp, files[id].path);
+  int vfd = open(vp, O_RDONLY);
+  struct stat vst;
+  if (vfd >= 0 && (fstat(vfd, &vst) != 0 || ino_get(vst.st_ino, K_FILE) != id)) {
+    close(vfd);
+    vfd = -1;
+  }
+  return vfd;
+}
+
+/* --writeback: a seeded subset of the unsynced pages of files with a durable inode reach it. */
+static void write_back(void) {
+  uint64_t ws = seed ^ 0x5bd1e9955bd1e995ull;
+  const off_t page = 4096;
+  for (size_t i = 0; i < nfiles; i++) {
+    struct file *f = &files[i];
+    if (f->n == 0 || !f->has_store) continue;
+    int vfd = open_live((int)i);
+    if (vfd < 0) continue;
+    char sp[PATH_MAX];
+    store_path(sp, (int)i);
+    int sfd = open(sp, O_WRONLY);
+    CHECK(sfd >= 0, "open %s", sp);
+    struct stat vst;
+    CHECK(fstat(vfd, &vst) == 0, "fstat live %s", f->path);
+    off_t run_lo = -1, run_hi = -1;
+    for (size_t j = 0; j < f->n; j++) {
+      off_t end = f->r[j].off + f->r[j].len;
+      if (end > vst.st_size) end = vst.st_size;
+      for (off_t p = f->r[j].off / page * page; p < end; p += page) {
+        off_t lo = p > f->r[j].off ? p : f->r[j].off, hi = p + page < end ? p + page : end;
+        if (hi <= lo || splitmix(&ws) % 100 >= (uint64_t)writeback_pct) continue;
+        copy_range(vfd, sfd, lo, hi - lo);
+        if (lo == run_hi) {
+          run_hi = hi;
+        } else {
+          if (run_lo >= 0) logmsg("written-back file=%s id=%zu off=%jd len=%jd", f->path, i, (intmax_t)run_lo, (intmax_t)(run_hi - run_lo));
+          run_lo = lo;
+          run_hi = hi;
+        }
+      }
+    }
+    if (run_lo >= 0) logmsg("written-back file=%s id=%zu off=%jd len=%jd", f->path, i, (intmax_t)run_lo, (intmax_t)(run_hi - run_lo));
+    CHECK(fdatasync(sfd) == 0, "fdatasync %s", sp);
+    close(sfd);
+    close(vfd);
+  }
+}
+
 static void power_cut(void) {
   if (log_path[0]) {
     logf_ = fopen(log_path, "w");
     CHECK(logf_, "open log %s: %s", log_path, strerror(errno));
   }
-  logmsg("power-cut seed=%" PRIu64 " tear=%d trigger=%s", seed, tear, cut_requested ? "signal" : "exit");
+  logmsg("power-cut seed=%" PRIu64 " tear=%d writeback=%d trigger=%s", seed, tear, writeback_pct, cut_requested ? "signal" : "exit");
   int tear_id = -1;
   for (size_t i = 0; i < nfiles; i++) {
     struct file *f = &files[i];
@@ -710,6 +768,7 @@ static void power_cut(void) {
     for (size_t j = 0; j < f->n; j++)
       logmsg("lost-write file=%s id=%zu off=%jd len=%jd", f->path, i, (intmax_t)f->r[j].off, (intmax_t)f->r[j].len);
   }
+  if (writeback_pct > 0) write_back();
   if (tear && tear_id >= 0 && files[tear_id].has_store && files[tear_id].last.len > 1) {
     struct file *f = &files[tear_id];
     uint64_t s = seed;
@@ -720,15 +779,8 @@ static void power_cut(void) {
        now, so no handle is open; a file unlinked since has no durable future worth tearing). */
     int sfd = open(sp, O_WRONLY);
     CHECK(sfd >= 0, "open %s", sp);
-    char vp[PATH_MAX];
-    live_path(vp, f->path);
-    int vfd = open(vp, O_RDONLY);
-    struct stat vst;
     /* The name may now belong to another inode (unlinked and created again): then there is nothing to tear. */
-    if (vfd >= 0 && (fstat(vfd, &vst) != 0 || ino_get(vst.st_ino, K_FILE) != tear_id)) {
-      close(vfd);
-      vfd = -1;
-    }
+    int vfd = open_live(tear_id);
     if (vfd >= 0) {
       copy_range(vfd, sfd, f->last.off, kept);
       CHECK(fdatasync(sfd) == 0, "fdatasync %s", sp);
@@ -1099,7 +1151,7 @@ static void on_cut(int sig) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: lazyfs --disk DIR --work DIR [--log FILE] [--seed N] [--tear] [--die-with-parent] MOUNTPOINT\n");
+  fprintf(stderr, "usage: lazyfs --disk DIR --work DIR [--log FILE] [--seed N] [--tear] [--writeback P] [--die-with-parent] MOUNTPOINT\n");
   exit(2);
 }
 
@@ -1119,6 +1171,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--log") && i + 1 < argc) snprintf(log_path, sizeof log_path, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--tear")) tear = 1;
+    else if (!strcmp(argv[i], "--writeback") && i + 1 < argc) writeback_pct = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--die-with-parent")) die_with_parent = 1;
     else if (argv[i][0] != '-' && !mnt) mnt = argv[i];
     else usage();
