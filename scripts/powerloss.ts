@@ -26,6 +26,14 @@ const cuts: CutAt[] = cutAtOption === "all" ? ["delay", "snapshot", "wal-purge"]
 if (!Number.isInteger(firstSeed) || !(seeds >= 1)) throw new Error("--seed must be an integer and --seeds >= 1");
 for (const c of cuts) if (!["delay", "snapshot", "wal-purge"].includes(c)) throw new Error(`--cut-at ${c}: want delay, snapshot, wal-purge or all`);
 
+/** The options a replay needs besides the seed and the cut (not --seeds, --keep). */
+const passOn: string[] = [];
+for (const name of ["snapshot-count", "max-wals", "value-bytes", "max-delay-ms", "writeback"]) {
+  const i = args.indexOf(`--${name}`);
+  if (i >= 0 && args[i + 1] !== undefined) passOn.push(`--${name}`, args[i + 1]!);
+}
+if (args.includes("--no-tear")) passOn.push("--no-tear");
+
 if (process.env.SKIP_BUILD !== "1") execFileSync("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: ROOT, stdio: "inherit" });
 console.log(`[powerloss] seeds ${firstSeed}..${firstSeed + seeds - 1}, cut at ${cuts.join(", ")}`);
 let failed = 0;
@@ -46,7 +54,7 @@ for (let seed = firstSeed; seed < firstSeed + seeds; seed++) {
     });
     runs++;
     if (!report.ok) failed++;
-    console.log(describeReport(report));
+    console.log(describeReport(report, `npm run powerloss -- --seed ${seed} --cut-at ${cutAt}${passOn.length > 0 ? ` ${passOn.join(" ")}` : ""}`));
     if (args.includes("--keep")) console.log(`  kept: ${report.dir}`);
   }
 }
