@@ -5,3 +5,4 @@ export { BoltWriter, type BoltWriterOptions, type BoltWriteResult } from "./writ
 export { BufferPageSink, FilePageSink, type PageSink } from "./page_sink.js";
 export { BufferPageSource, FilePageSource, type PageSource } from "./page_source.js";
 export { fnv1a64, type Meta } from "./meta.js";
+export { streamBolt, yieldEveryPause, type BoltProducer, type BoltStreamOptions, type Pause } from "./stream.js";

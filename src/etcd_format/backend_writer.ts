@@ -5,7 +5,7 @@
  */
 
 import fs from "node:fs";
-import { BoltWriter, FilePageSink, type BoltWriterOptions, type BoltWriteResult } from "../bbolt/index.js";
+import { BoltWriter, FilePageSink, type BoltWriterOptions, type BoltWriteResult, type Pause, yieldEveryPause } from "../bbolt/index.js";
 import {
   ALARM_BUCKET,
   AUTH_BUCKET,
@@ -90,7 +90,6 @@ function u64be(v: bigint): Buffer {
   return b;
 }
 
-const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** Puts small, unsorted records sorted by their key bytes (bbolt needs ascending keys). */
 function putSorted(w: BoltWriter, entries: { key: Uint8Array; value: Uint8Array }[]): void {
@@ -98,13 +97,12 @@ function putSorted(w: BoltWriter, entries: { key: Uint8Array; value: Uint8Array 
   for (const e of entries) w.put(e.key, e.value);
 }
 
-/** Streams the content into `w` (the root must be open, no bucket begun). */
+/** Streams the content into `w` (no bucket begun); `pause` is called after every revision and lease. */
 export async function writeEtcdBuckets(
   w: BoltWriter,
   content: EtcdBackendContent,
-  options: { yieldEvery?: number } = {},
+  pause: Pause,
 ): Promise<{ revision: number; revisionsWritten: number; leasesWritten: number }> {
-  const yieldEvery = options.yieldEvery ?? 1000;
   // Buckets in byte order of their names: alarm auth authRoles authUsers cluster key lease members members_removed meta.
   w.beginBucket(ALARM_BUCKET);
   putSorted(w, (content.alarms ?? []).map((a) => ({ key: encodeAlarm(a), value: new Uint8Array(0) })));
@@ -133,7 +131,9 @@ export async function writeEtcdBuckets(
     const kv = r.tombstone ? { key: r.kv.key, createRevision: 0, modRevision: 0, version: 0, value: new Uint8Array(0), lease: 0n } : r.kv;
     w.put(encodeRevisionKey(r.main, r.sub, r.tombstone), encodeKeyValue(kv));
     revision = r.main;
-    if (++revisionsWritten % yieldEvery === 0) await yieldToEventLoop();
+    revisionsWritten++;
+    const p = pause();
+    if (p) await p;
   }
   w.endBucket();
 
@@ -141,7 +141,9 @@ export async function writeEtcdBuckets(
   let leasesWritten = 0;
   for await (const l of content.leases) {
     w.put(leaseKey(l.id), encodeLease(l));
-    if (++leasesWritten % yieldEvery === 0) await yieldToEventLoop();
+    leasesWritten++;
+    const p = pause();
+    if (p) await p;
   }
   w.endBucket();
 
@@ -165,7 +167,7 @@ export async function writeEtcdBackend(path: string, content: EtcdBackendContent
   const sink = new FilePageSink(path);
   try {
     const w = new BoltWriter(sink, options);
-    const counts = await writeEtcdBuckets(w, content, options);
+    const counts = await writeEtcdBuckets(w, content, yieldEveryPause(options.yieldEvery ?? 1000));
     const result = w.finish();
     sink.close({ sync: options.sync ?? false });
     return { ...result, ...counts };

@@ -16,3 +16,5 @@ export {
   type EtcdBackendWriteOptions,
   type EtcdBackendWriteResult,
 } from "./backend_writer.js";
+export { streamEtcdSnapshot, type SnapshotChunk, type SnapshotStreamOptions, type SnapshotStreamResult } from "./snapshot_stream.js";
+export { snapshotStatus, type SnapshotStatus } from "./snapshot_status.js";

@@ -3,12 +3,14 @@
  * member, user and role), and the snapshots our writer makes pass `etcdctl snapshot status` and
  * `etcdctl snapshot restore`, after which a real etcd serves exactly the data we wrote.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   EtcdBackendReader,
+  snapshotStatus,
+  streamEtcdSnapshot,
   writeEtcdSnapshot,
   type EtcdBackendContent,
   type EtcdLease,
@@ -54,6 +56,13 @@ async function leaseInfo(e: RealEtcd, id: bigint): Promise<{ grantedTtl: number;
   return { grantedTtl: Number(json["granted-ttl"]), keys: [...(json.keys ?? [])].sort() };
 }
 
+/** `etcdctl snapshot status -w json` of a file. */
+async function ctlStatus(file: string): Promise<{ hash: number; revision: number; totalKey: number; totalSize: number }> {
+  const status = await etcdctlLocal(["snapshot", "status", file, "-w", "json"]);
+  expect(status.code, status.stderr).toBe(0);
+  return JSON.parse(status.stdout) as { hash: number; revision: number; totalKey: number; totalSize: number };
+}
+
 /** Checks every stored revision by reading it back with `get --rev`. */
 async function expectRevisionsServed(e: RealEtcd, records: EtcdRevisionRecord[]): Promise<void> {
   for (const r of records) {
@@ -93,6 +102,7 @@ describe("a snapshot written by real etcd", () => {
     try {
       expect(r.hashVerified).toBe(true);
       expect(r.bolt.check()).toEqual([]);
+      expect(snapshotStatus(snapshot)).toEqual(await ctlStatus(snapshot));
       expect(r.bucketNames()).toEqual(["alarm", "auth", "authRoles", "authUsers", "cluster", "key", "lease", "members", "members_removed", "meta"]);
       const records = [...r.revisions()];
       const live = await liveKvs(etcd);
@@ -228,9 +238,13 @@ describe("a snapshot our writer makes", () => {
       back.close();
     }
 
-    const status = await etcdctlLocal(["snapshot", "status", file, "-w", "json"]);
-    expect(status.code, status.stderr).toBe(0);
-    const s = JSON.parse(status.stdout) as { revision: number; totalKey: number; totalSize: number };
+    const s = await ctlStatus(file);
+    expect(snapshotStatus(file)).toEqual(s);
+    // The stream Maintenance.Snapshot will send is byte for byte the file: the same bbolt pages, the same SHA-256.
+    const chunks: Buffer[] = [];
+    const streamed = await streamEtcdSnapshot(() => content, (c) => void chunks.push(Buffer.from(c.blob)));
+    expect(Buffer.concat(chunks).equals(readFileSync(file))).toBe(true);
+    expect(streamed.sha256.equals(written.sha256)).toBe(true);
     // totalKey counts every key of every bucket: revisions, leases, the member, user, role, and the fixed keys.
     const fixedKeys = 2 /* auth */ + 1 /* cluster */ + 3 /* meta */;
     expect(s).toMatchObject({ revision: last, totalKey: records.length + leases.length + 1 + 1 + 1 + fixedKeys, totalSize: written.sizeBytes });

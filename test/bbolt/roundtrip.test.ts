@@ -4,7 +4,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { BoltReader, BoltWriter, BoltWriterError, BufferPageSink } from "../../src/bbolt/index.js";
+import { BoltReader, BoltWriter, BoltWriterError, BufferPageSink, BufferPageSource, type PageSource } from "../../src/bbolt/index.js";
 import { mulberry32 } from "../prng.js";
 import { testSeed } from "../seed.js";
 import { buildModel, describeModel, modelToFile, readModel } from "./model.js";
@@ -121,5 +121,40 @@ describe("bbolt write then read", () => {
     expect(() => w.finish()).toThrow(/still open/);
     w.endBucket();
     expect(() => w.beginBucket("a")).toThrow(/keys must ascend/);
+  });
+});
+
+describe("bbolt reader memory", () => {
+  it("reads pages on demand: a lookup reads one page per level, a full scan each page once", () => {
+    const sink = new BufferPageSink();
+    const w = new BoltWriter(sink, { pageSize: 4096 });
+    w.beginBucket("b");
+    for (let i = 0; i < 50_000; i++) w.put(Buffer.from(`k${String(i).padStart(6, "0")}`), Buffer.alloc(40, i & 0xff));
+    w.endBucket();
+    w.finish();
+    const bytes = sink.bytes();
+    let readBytes = 0;
+    const inner = new BufferPageSource(bytes, "counted.db");
+    const counted: PageSource = {
+      name: inner.name,
+      sizeBytes: inner.sizeBytes,
+      read: (offset, length, pgid) => {
+        readBytes += length;
+        return inner.read(offset, length, pgid);
+      },
+      close: () => inner.close(),
+    };
+    const r = BoltReader.fromSource(counted);
+    const b = r.bucket("b")!;
+    const depth = r.treeStats(b).depth;
+    readBytes = 0;
+    expect(Buffer.from(r.get(b, "k031337")!).equals(Buffer.alloc(40, 31337 & 0xff))).toBe(true);
+    // The root bucket's page, then one page per level of b.
+    expect(readBytes).toBeLessThanOrEqual((depth + 1) * 4096);
+    readBytes = 0;
+    let n = 0;
+    for (const _ of r.entries(b)) n++;
+    expect(n).toBe(50_000);
+    expect(readBytes).toBeLessThanOrEqual(bytes.length);
   });
 });
