@@ -6,9 +6,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { etcdctl, eventually, type CtlResult } from "../e2e/harness.js";
+import { ETCD_BIN } from "../binaries.js";
 import { reservePort } from "../ports.js";
-
-export const ETCD_BIN = process.env.ETCD_BIN ?? "/usr/bin/etcd";
 
 export class RealEtcd {
   readonly name: string;
