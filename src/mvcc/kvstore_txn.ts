@@ -13,6 +13,7 @@ import type { KvBackend, KvRow } from './kv_backend.js';
 import { ErrCompacted, ErrFutureRev, ErrKeyNotFound, ErrLeaseNotFound, invariant } from './errors.js';
 import { type LeaseHooks, NO_LEASES } from './lease_hooks.js';
 import { packRev, revMain, SUB_MAX } from './revision.js';
+import { txnHasWrite } from './txn_rules.js';
 import { type KeyRange, keyFromString, keyToString, type TreeIndex } from './tree_index.js';
 import {
   bytesOf,
@@ -374,11 +375,6 @@ export function visitPath(rt: TxnRequest, path: boolean[], at: { i: number }, vi
   }
 }
 
-export function isTxnReadOnly(rt: TxnRequest): boolean {
-  const ops = [...(rt.success ?? []), ...(rt.failure ?? [])];
-  return ops.every((op) => !op.requestPut && !op.requestDeleteRange && (!op.requestTxn || isTxnReadOnly(op.requestTxn)));
-}
-
 /** etcd checkRequestPut / checkRequestRange along the taken path (before any write). */
 function checkPath(txn: KvTxn, rt: TxnRequest, path: boolean[], leases: LeaseHooks, isWrite: boolean): void {
   if (isWrite) {
@@ -422,7 +418,7 @@ function runTxn(txn: KvTxn, rt: TxnRequest, path: boolean[], at: { i: number }):
  * checkRequestRange): what reading it needs, decided against the state at `txn`'s revision.
  */
 export function readOnlyTxnPath(txn: KvTxn, rt: TxnRequest): boolean[] {
-  invariant(isTxnReadOnly(rt), 'readOnlyTxnPath of a txn that writes');
+  invariant(!txnHasWrite(rt), 'readOnlyTxnPath of a txn that writes');
   const path = compareToPath(txn, rt);
   checkPath(txn, rt, path, NO_LEASES, false); // no puts: the lease hooks are never asked
   return path;
@@ -434,6 +430,6 @@ export function readOnlyTxnPath(txn: KvTxn, rt: TxnRequest): boolean[] {
  */
 export function applyTxn(txn: KvTxn, rt: TxnRequest, leases: LeaseHooks): TxnResponse {
   const path = compareToPath(txn, rt);
-  checkPath(txn, rt, path, leases, !isTxnReadOnly(rt));
+  checkPath(txn, rt, path, leases, txnHasWrite(rt));
   return runTxn(txn, rt, path, { i: 0 });
 }

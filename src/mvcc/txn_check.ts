@@ -5,7 +5,7 @@
  * reject early; the store runs the same checks at apply (deterministic).
  */
 
-import { ErrDuplicateKey, ErrEmptyKey, ErrLeaseProvided, ErrValueProvided, MvccError, GrpcCode } from './errors.js';
+import { ErrDuplicateKey, ErrEmptyKey, ErrKeyNotFound, ErrLeaseProvided, ErrValueProvided, MvccError, GrpcCode } from './errors.js';
 import { bytesOf, numOf, type KvOp, type PutRequest, type RequestOp, type TxnRequest } from './types.js';
 
 export class ErrTooManyOps extends MvccError {
@@ -32,6 +32,9 @@ function checkRequestOp(u: RequestOp, maxTxnOps: number): void {
     if (bytesOf(u.requestDeleteRange.key).length === 0) throw new ErrEmptyKey();
   } else if (u.requestTxn) {
     checkTxnRequest(u.requestTxn, maxTxnOps);
+  } else {
+    // An empty op (no request set): etcd's checkRequestOp answers ErrGRPCKeyNotFound.
+    throw new ErrKeyNotFound();
   }
 }
 

@@ -6,6 +6,7 @@
  */
 import type { Lessor } from "../lease/lessor.js";
 import type { KvStore } from "../mvcc/kvstore.js";
+import { txnHasPut } from "../mvcc/txn_rules.js";
 import { confChangeFromEntry } from "../raft/index.js";
 import { ConfChangeType, EntryType, type ConfChangeV2, type ConfState, type Entry } from "../raft/types.js";
 import { AlarmAction, AlarmType, type Alarms } from "./alarms.js";
@@ -167,11 +168,6 @@ export class Applier {
     logger.info({ voters: cs.voters.map((v) => v.toString(16)), learners: cs.learners.map((v) => v.toString(16)) }, "applied configuration change");
     this.o.onMembershipChange();
   }
-}
-
-function txnHasPut(txn: NonNullable<InternalRaftRequest["txn"]>): boolean {
-  const ops = [...(txn.success ?? []), ...(txn.failure ?? [])];
-  return ops.some((op) => op.requestPut != null || (op.requestTxn != null && txnHasPut(op.requestTxn)));
 }
 
 /** Members added at runtime carry their record as JSON in the conf change context (as etcd). */

@@ -5,7 +5,7 @@
  */
 import type { MemberHandlers } from "../../grpc/index.js";
 import { checkPutRequest, checkTxnRequest } from "../../mvcc/txn_check.js";
-import type { PutRequest, RequestOp, TxnRequest } from "../../mvcc/types.js";
+import { isTxnReadOnly, isTxnSerializable, putCost, txnCost, txnHasPut } from "../../mvcc/txn_rules.js";
 import type { EtcdServer } from "../etcdserver.js";
 import { Errors } from "../errors.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
@@ -67,35 +67,4 @@ export function kvService(s: EtcdServer, quota: Quota): MemberHandlers<"etcdserv
         return { header: header(s, revision) };
       }),
   };
-}
-
-function ops(req: TxnRequest): RequestOp[] {
-  return [...(req.success ?? []), ...(req.failure ?? [])];
-}
-
-export function isTxnReadOnly(req: TxnRequest): boolean {
-  return ops(req).every((op) => op.requestRange != null || (op.requestTxn != null && isTxnReadOnly(op.requestTxn)));
-}
-
-function isTxnSerializable(req: TxnRequest): boolean {
-  return ops(req).every((op) =>
-    op.requestRange != null ? op.requestRange.serializable === true : op.requestTxn != null ? isTxnSerializable(op.requestTxn) : false,
-  );
-}
-
-function txnHasPut(req: TxnRequest): boolean {
-  return ops(req).some((op) => op.requestPut != null || (op.requestTxn != null && txnHasPut(op.requestTxn)));
-}
-
-function putCost(req: PutRequest): number {
-  return (req.key?.length ?? 0) + (req.value?.length ?? 0);
-}
-
-function txnCost(req: TxnRequest): number {
-  let cost = 0;
-  for (const op of ops(req)) {
-    if (op.requestPut) cost += putCost(op.requestPut);
-    else if (op.requestTxn) cost += txnCost(op.requestTxn);
-  }
-  return cost;
 }
