@@ -28,8 +28,18 @@ export type ProtoField =
 export function* protoFields(buf: Uint8Array): Generator<ProtoField> {
   let pos = 0;
   const varint = (): bigint => {
-    let v = 0n;
-    for (let shift = 0n; shift < 70n; shift += 7n) {
+    // Up to 7 bytes (49 bits) in plain arithmetic: every tag, length, revision and TTL.
+    let n = 0;
+    let mul = 1;
+    for (let i = 0; i < 7; i++) {
+      if (pos >= buf.length) throw new ProtoFieldError("truncated varint");
+      const b = buf[pos++]!;
+      n += (b & 0x7f) * mul;
+      if (b < 0x80) return BigInt(n);
+      mul *= 128;
+    }
+    let v = BigInt(n);
+    for (let shift = 49n; shift < 70n; shift += 7n) {
       if (pos >= buf.length) throw new ProtoFieldError("truncated varint");
       const b = buf[pos++]!;
       v |= BigInt(b & 0x7f) << shift;
@@ -85,8 +95,17 @@ export class ProtoFieldWriter {
   private bytes: number[] = [];
   private readonly parts: Uint8Array[] = [];
 
-  private varint(v: bigint): void {
-    let x = v & U64;
+  private varint(v: bigint | number): void {
+    if (typeof v === "number" && v >= 0 && v <= Number.MAX_SAFE_INTEGER) {
+      let n = v;
+      while (n >= 0x80) {
+        this.bytes.push((n % 0x80) | 0x80);
+        n = Math.floor(n / 0x80);
+      }
+      this.bytes.push(n);
+      return;
+    }
+    let x = BigInt(v) & U64;
     while (x >= 0x80n) {
       this.bytes.push(Number(x & 0x7fn) | 0x80);
       x >>= 7n;
@@ -96,9 +115,9 @@ export class ProtoFieldWriter {
 
   /** A varint field (int64/uint64/enum/bool), omitted when zero. */
   uint(field: number, v: bigint | number | boolean): this {
-    const x = typeof v === "boolean" ? (v ? 1n : 0n) : BigInt(v);
-    if (x === 0n) return this;
-    this.varint(BigInt(field * 8));
+    const x = typeof v === "boolean" ? (v ? 1 : 0) : v;
+    if (x === 0 || x === 0n) return this;
+    this.varint(field * 8);
     this.varint(x);
     return this;
   }
@@ -107,8 +126,8 @@ export class ProtoFieldWriter {
   bytesField(field: number, v: Uint8Array | string, always = false): this {
     const b = typeof v === "string" ? Buffer.from(v) : v;
     if (b.length === 0 && !always) return this;
-    this.varint(BigInt(field * 8 + 2));
-    this.varint(BigInt(b.length));
+    this.varint(field * 8 + 2);
+    this.varint(b.length);
     if (b.length > 0) {
       this.parts.push(Buffer.from(this.bytes), b);
       this.bytes = [];
