@@ -8,6 +8,7 @@
  *   lease_expiry.ts revoking expired leases on the leader
  *   publish.ts      publishing this member's attributes
  *   apply.ts        the applier: each committed entry to the store it concerns
+ *   v3_api.ts       the v3 API the handlers see (v3_server.ts): each request sequenced there
  *
  * Data flows one way: a handler proposes → the proposal batch enters raft at the next turn →
  * each Ready is persisted (one fdatasync), its messages sent, its committed entries applied →
@@ -25,23 +26,24 @@ import { WatchableStore } from "../mvcc/watchable_store.js";
 import { RawNode } from "../raft/index.js";
 import { NONE, type NodeId } from "../raft/types.js";
 import { Alarms } from "./alarms.js";
-import { Applier, type ApplyOutcome } from "./apply.js";
+import { Applier } from "./apply.js";
 import { ETCD_API_VERSION, type ServerConfig } from "./config.js";
-import { Errors } from "./errors.js";
 import { IdGenerator } from "./id_gen.js";
 import { LeaseExpiry } from "./lease_expiry.js";
 import { componentLogger, type Logger } from "./logger.js";
+import { LeaderClient } from "./leader_client.js";
 import { initialClusterInfo, formatId, type Member } from "./member.js";
 import { Membership } from "./membership.js";
 import { registerServerMetrics } from "./metrics.js";
 import { Proposals } from "./proposals.js";
 import { publish } from "./publish.js";
 import { RaftLoop } from "./raft_loop.js";
-import type { ProposedRequest } from "./raft_request.js";
 import { RaftStorage } from "./raft_storage.js";
 import { ReadIndex } from "./read_index.js";
 import { Snapshots } from "./snapshots.js";
 import { Transport } from "./transport/transport.js";
+import { V3Api } from "./v3_api.js";
+import type { V3Server } from "./v3_server.js";
 import { WaitTime } from "./wait_time.js";
 
 /** How often proposals past their deadline are failed. */
@@ -67,15 +69,21 @@ export class EtcdServer {
   readonly lessor: Lessor;
   readonly membership: Membership;
   readonly alarms: Alarms;
-  readonly requestTimeoutMs: number;
+  /** How long a proposal or a read waits (etcd: 5 s + 2 election timeouts). */
+  private readonly requestTimeoutMs: number;
   /** Resolves once this member has published itself and serves clients (etcd's ReadyNotify). */
   readonly ready: Promise<void>;
+  /** What the API handlers see of the member (set once started). */
+  get v3(): V3Server {
+    return this.api;
+  }
 
   private readonly rootLogger: Logger;
   private readonly logger: Logger;
   private readonly initialMembers: Map<NodeId, Member>;
   private readonly applyWait = new WaitTime();
-  private readonly leaderWatchers = new Set<() => void>();
+  /** Keep-alives and time-to-live of a follower go to the leader's lessor through it. */
+  private readonly leaderClient: LeaderClient;
   private readyResolve!: () => void;
   private raw!: RawNode;
   private rs!: RaftStorage;
@@ -85,6 +93,7 @@ export class EtcdServer {
   private readIndex!: ReadIndex;
   private snapshots!: Snapshots;
   private leaseExpiry!: LeaseExpiry;
+  private api!: V3Api;
   private tickTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -98,6 +107,7 @@ export class EtcdServer {
     this.clusterId = info.clusterId;
     this.initialMembers = new Map(info.members.map((m) => [m.id, m]));
     this.requestTimeoutMs = 5000 + 2 * o.config.electionMs;
+    this.leaderClient = new LeaderClient(this.requestTimeoutMs);
     this.ready = new Promise((r) => (this.readyResolve = r));
 
     mkdirSync(o.config.snapDir, { recursive: true });
@@ -231,12 +241,13 @@ export class EtcdServer {
       applyWait: this.applyWait,
       snapshots: this.snapshots,
       snapshotCount: c.snapshotCount,
+      // etcd's MoveLeader waits up to an election timeout; here also a few heartbeats more.
+      transferTimeoutMs: c.electionMs * 2 + c.heartbeatMs * 10,
       snapshotIndex: snapshot?.metadata.index ?? 0,
       confState: snapshot?.metadata.confState ?? { voters: [], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false },
       onLeadership: (isLeader) => (isLeader ? this.lessor.promote(c.electionMs) : this.lessor.demote()),
       onLeaderChange: (lead) => {
         if (lead !== NONE) counters.leaderChanges.inc();
-        for (const w of [...this.leaderWatchers]) w();
       },
       onSnapshotInstalled: () => this.syncPeers(),
       onFatal: (err) => {
@@ -249,8 +260,25 @@ export class EtcdServer {
     this.leaseExpiry = new LeaseExpiry({
       isLeader: () => this.isLeader(),
       expiredLeases: () => this.lessor.expiredLeases(),
-      propose: (req) => this.propose(req),
+      propose: (req) => this.proposals.propose(req),
       logger: this.logger,
+    });
+
+    this.api = new V3Api({
+      memberId: this.memberId,
+      clusterId: this.clusterId,
+      limits: { maxTxnOps: c.maxTxnOps, maxRequestBytes: c.maxRequestBytes, quotaBackendBytes: c.quotaBackendBytes, electionMs: c.electionMs },
+      raft: this.loop,
+      propose: (req, signal) => this.proposals.propose(req, signal),
+      readIndex: this.readIndex,
+      kv: this.kv,
+      watchable: this.watchable,
+      lessor: this.lessor,
+      alarms: this.alarms,
+      membership: this.membership,
+      backend: this.backend,
+      snapshots: this.snapshots,
+      leaderClient: this.leaderClient,
     });
 
     const peers = new Map<NodeId, readonly string[]>();
@@ -289,7 +317,10 @@ export class EtcdServer {
       name: c.name,
       clientUrls: c.advertiseClientUrls,
       heartbeatMs: c.heartbeatMs,
-      proposeAndApply: (req) => this.proposeAndApply(req),
+      proposeAndApply: async (req) => {
+        const r = await this.proposals.propose(req);
+        if (r.error) throw r.error;
+      },
       stopped: () => this.stopped,
       logger: this.logger,
     }).then((published) => {
@@ -303,30 +334,6 @@ export class EtcdServer {
     for (const id of this.transport.peerIds()) if (!want.has(id)) this.transport.removePeer(id);
     const have = new Set(this.transport.peerIds());
     for (const [id, urls] of want) if (!have.has(id)) this.transport.addPeer(id, urls);
-  }
-
-  // ------------------------------------------------------------------ proposals and reads
-
-  /** Proposes `req` through Raft and resolves with its outcome once applied on this member. */
-  propose(req: ProposedRequest, signal?: AbortSignal): Promise<ApplyOutcome> {
-    return this.proposals.propose(req, signal);
-  }
-
-  /** Proposes and unwraps: throws the applied error, returns the response and revision. */
-  async proposeAndApply<T>(req: ProposedRequest, signal?: AbortSignal): Promise<{ response: T; revision: number; done?: Promise<void> }> {
-    const o = await this.propose(req, signal);
-    if (o.error) throw o.error;
-    return { response: o.response as T, revision: o.revision, done: o.done };
-  }
-
-  /** Resolves when this member has applied everything committed before the call (ReadIndex). */
-  linearizableReadNotify(): Promise<void> {
-    return this.readIndex.notify();
-  }
-
-  /** Resolves once the applied index reaches `index`. */
-  waitApplied(index: number): Promise<void> {
-    return this.applyWait.wait(index);
   }
 
   // ------------------------------------------------------------------ status
@@ -350,41 +357,6 @@ export class EtcdServer {
     return this.loop.isLearner();
   }
 
-  /** Resolves on the next leader change (or after `timeoutMs`). */
-  waitLeaderChange(timeoutMs: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(t);
-        this.leaderWatchers.delete(done);
-        resolve();
-      };
-      const t = setTimeout(done, timeoutMs);
-      this.leaderWatchers.add(done);
-    });
-  }
-
-  /** etcd's MoveLeader: only the leader transfers, to a voter, within the election timeout. */
-  async moveLeader(transferee: NodeId): Promise<void> {
-    if (!this.isLeader()) throw Errors.notLeader();
-    // Moving leadership to the current leader is done already (etcd answers OK).
-    if (transferee === this.memberId) return;
-    if (!this.loop.voters().includes(transferee)) throw Errors.badLeaderTransferee();
-    const from = this.memberId;
-    this.raw.transferLeader(transferee);
-    this.loop.schedule();
-    const deadline = Date.now() + this.config.electionMs * 2 + this.config.heartbeatMs * 10;
-    while (this.leader() !== transferee) {
-      const left = deadline - Date.now();
-      if (left <= 0) throw Errors.timeoutDueToLeaderFail();
-      await this.waitLeaderChange(left);
-    }
-    this.logger.info({ from: formatId(from), to: formatId(transferee) }, "leadership transferred");
-  }
-
-  raftStatus() {
-    return this.raw.status();
-  }
-
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
@@ -393,6 +365,7 @@ export class EtcdServer {
     clearInterval(this.deadlineTimer);
     this.proposals.stop();
     this.readIndex.stop();
+    this.leaderClient.close();
     await this.loop.stop();
     await this.transport.stop();
     await this.rs.close();

@@ -17,7 +17,6 @@ import { watchService } from "./api/watch.js";
 import { resolveCommandLine, type ServerConfig } from "./config.js";
 import { EtcdServer } from "./etcdserver.js";
 import { httpRoutes } from "./http_routes.js";
-import { LeaderClient } from "./leader_client.js";
 import { createLogger, type Logger } from "./logger.js";
 import { formatId } from "./member.js";
 import { loadMemberCodecs } from "../pb/protos.js";
@@ -64,8 +63,7 @@ async function serve(config: ServerConfig, logger: Logger): Promise<void> {
   registerMvccMetrics(registry, server.kv, server.watchable);
   logger.info({ memberId: formatId(server.memberId), clusterId: formatId(server.clusterId) }, "member started");
 
-  const leaderClient = new LeaderClient(server.requestTimeoutMs);
-  const quota = new Quota(server);
+  const quota = new Quota(server.v3);
   const grpcServers: GrpcServer<MemberServices>[] = [];
   const routes = httpRoutes(server, registry);
   for (const url of config.listenClientUrls) {
@@ -76,13 +74,13 @@ async function serve(config: ServerConfig, logger: Logger): Promise<void> {
       maxConcurrentStreams: config.maxConcurrentStreams,
       http: routes,
     });
-    g.addService("etcdserverpb.KV", kvService(server, quota));
-    g.addService("etcdserverpb.Lease", leaseService(server, quota, leaderClient));
-    g.addService("etcdserverpb.Cluster", clusterService(server));
-    g.addService("etcdserverpb.Maintenance", maintenanceService(server));
-    g.addService("etcdserverpb.Watch", watchService(server));
-    g.addService("v3lockpb.Lock", lockService(server));
-    g.addService("v3electionpb.Election", electionService(server));
+    g.addService("etcdserverpb.KV", kvService(server.v3, quota));
+    g.addService("etcdserverpb.Lease", leaseService(server.v3, quota));
+    g.addService("etcdserverpb.Cluster", clusterService(server.v3));
+    g.addService("etcdserverpb.Maintenance", maintenanceService(server.v3));
+    g.addService("etcdserverpb.Watch", watchService(server.v3));
+    g.addService("v3lockpb.Lock", lockService(server.v3));
+    g.addService("v3electionpb.Election", electionService(server.v3));
     const { host, port } = hostPort(url);
     await g.listen(port, host);
     grpcServers.push(g);
@@ -111,7 +109,6 @@ async function serve(config: ServerConfig, logger: Logger): Promise<void> {
     logger.info({ signal }, "received signal; shutting down");
     await Promise.all(grpcServers.map((g) => g.close(1000)));
     for (const m of metricsServers) m.close();
-    leaderClient.close();
     await server.stop();
     logger.info("stopped");
     process.exit(0);

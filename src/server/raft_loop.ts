@@ -13,6 +13,7 @@
 import type { RawNode, Ready } from "../raft/index.js";
 import { MessageType, NONE, StateType, type ConfChangeV2, type ConfState, type Entry, type Message, type NodeId, type SoftState } from "../raft/types.js";
 import type { ApplyOutcome } from "./apply.js";
+import { Errors } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { formatId } from "./member.js";
 import type { Proposals } from "./proposals.js";
@@ -38,6 +39,8 @@ export interface RaftLoopOptions {
   snapshots: Snapshots;
   /** --snapshot-count. */
   snapshotCount: number;
+  /** How long a leadership transfer may take. */
+  transferTimeoutMs: number;
   /** Where raft starts: the snapshot it recovered (index 0 without one) and its configuration. */
   snapshotIndex: number;
   confState: ConfState;
@@ -66,6 +69,7 @@ export class RaftLoop {
   private again = false;
   private stopped = false;
   private campaignedAlone = false;
+  private readonly leaderWatchers = new Set<() => void>();
 
   constructor(private readonly o: RaftLoopOptions) {
     this.appliedIndex = Math.max(o.snapshotIndex, 0);
@@ -90,9 +94,6 @@ export class RaftLoop {
   }
   applied(): number {
     return this.appliedIndex;
-  }
-  voters(): readonly NodeId[] {
-    return this.confState.voters;
   }
   isLearner(): boolean {
     return this.confState.learners.includes(this.o.memberId);
@@ -131,6 +132,36 @@ export class RaftLoop {
   async stop(): Promise<void> {
     this.stopped = true;
     while (this.running) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  /** etcd's MoveLeader: only the leader transfers, to a voter, within the transfer timeout. */
+  async moveLeader(transferee: NodeId): Promise<void> {
+    if (!this.isLeader()) throw Errors.notLeader();
+    // Moving leadership to the current leader is done already (etcd answers OK).
+    if (transferee === this.o.memberId) return;
+    if (!this.confState.voters.includes(transferee)) throw Errors.badLeaderTransferee();
+    this.o.raw.transferLeader(transferee);
+    this.schedule();
+    const deadline = Date.now() + this.o.transferTimeoutMs;
+    while (this.leaderId !== transferee) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw Errors.timeoutDueToLeaderFail();
+      await this.waitLeaderChange(left);
+    }
+    this.o.logger.info({ from: formatId(this.o.memberId), to: formatId(transferee) }, "leadership transferred");
+  }
+
+  /** Resolves on the next leader change (or after `timeoutMs`). */
+  private waitLeaderChange(timeoutMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(t);
+        this.leaderWatchers.delete(done);
+        resolve();
+      };
+      const t = setTimeout(done, timeoutMs);
+      this.leaderWatchers.add(done);
+    });
   }
 
   // ------------------------------------------------------------------ the loop
@@ -269,6 +300,7 @@ export class RaftLoop {
       else if (isLeader) this.o.raftLogger.info({ term, memberId: formatId(this.o.memberId) }, "elected leader (this member)");
       else this.o.raftLogger.info({ term, leader: formatId(ss.lead) }, "became follower of leader");
       this.o.onLeaderChange(ss.lead);
+      for (const w of [...this.leaderWatchers]) w();
     }
     if (isLeader !== wasLeader) this.o.onLeadership(isLeader);
   }

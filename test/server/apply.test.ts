@@ -4,44 +4,22 @@
  * concerns exactly once, errors become the outcome of the entry (which still counts as applied),
  * and a NOSPACE alarm lets through only what etcd lets through.
  */
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
-import { Backend } from "../../src/backend/backend.js";
-import { Lessor } from "../../src/lease/lessor.js";
-import { KvStore } from "../../src/mvcc/kvstore.js";
+import { describe, expect, it } from "vitest";
 import { encodeConfChangeV2 } from "../../src/raft/index.js";
 import { ConfChangeTransition, ConfChangeType, EntryType, type ConfChangeV2, type ConfState, type Entry } from "../../src/raft/types.js";
-import { AlarmAction, AlarmType, Alarms } from "../../src/server/alarms.js";
+import { AlarmAction, AlarmType } from "../../src/server/alarms.js";
 import { Applier } from "../../src/server/apply.js";
 import { silentLogger } from "../../src/server/logger.js";
 import type { Member } from "../../src/server/member.js";
-import { Membership } from "../../src/server/membership.js";
 import { encodeRaftRequest, type ProposedRequest } from "../../src/server/raft_request.js";
+import { memberStores } from "./stores.js";
 
 const b = (s: string) => Buffer.from(s);
 const M1: Member = { id: 0x11, name: "n1", peerUrls: ["http://127.0.0.1:1"], clientUrls: [], isLearner: false };
 const M2: Member = { id: 0x22, name: "n2", peerUrls: ["http://127.0.0.1:2"], clientUrls: [], isLearner: false };
 
-const cleanup: (() => void)[] = [];
-afterEach(() => {
-  for (const f of cleanup.splice(0).reverse()) f();
-});
-
 function setup() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "apply-test-"));
-  const backend = Backend.open(path.join(dir, "db"));
-  const lessor = new Lessor({ backend, now: () => 0, minLeaseTtlSec: 1 });
-  const kv = KvStore.open({ backend, leases: lessor, compactionSleepMs: 0 });
-  lessor.setRangeDeleter(kv);
-  const alarms = new Alarms(backend);
-  const membership = new Membership(backend, 0x99);
-  cleanup.push(() => {
-    kv.close();
-    backend.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const { kv, lessor, alarms, membership } = memberStores();
   const confChanges: ConfChangeV2[] = [];
   let membershipChanges = 0;
   const applier = new Applier({

@@ -5,8 +5,8 @@
  */
 import { GrpcError, Status, type MemberHandlers } from "../../grpc/index.js";
 import type { MemberInit } from "../../pb/member-types.js";
-import type { EtcdServer } from "../etcdserver.js";
 import type { Member } from "../member.js";
+import type { V3Server } from "../v3_server.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 
@@ -20,13 +20,13 @@ function notYet(what: string) {
   };
 }
 
-export function clusterService(s: EtcdServer): MemberHandlers<"etcdserverpb.Cluster"> {
+export function clusterService(s: V3Server): MemberHandlers<"etcdserverpb.Cluster"> {
   return {
     MemberList: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
-        if (req.linearizable) await s.linearizableReadNotify();
-        return { header: header(s), members: s.membership.list().map(memberPb) };
+        const members = await s.memberList(req.linearizable);
+        return { header: header(s), members: members.map(memberPb) };
       }),
     MemberAdd: notYet("MemberAdd"),
     MemberRemove: notYet("MemberRemove"),

@@ -9,7 +9,7 @@ import type { MemberHandlers, ServerWritable } from "../../grpc/index.js";
 import type { KeyValue, LeaderKey, LeaderResponseInit, ResponseHeader } from "../../pb/member-types.js";
 import { GrpcError } from "../../grpc/index.js";
 import { CompareResult, CompareTarget, EventType } from "../../mvcc/types.js";
-import type { EtcdServer } from "../etcdserver.js";
+import type { V3Server } from "../v3_server.js";
 import { Code, Errors } from "../errors.js";
 import { REQUIRE_LEADER_KEY, requireLeaderIfAsked } from "./guard.js";
 import { firstCreate, prefixRange, Session, viaClient } from "./lock.js";
@@ -30,7 +30,7 @@ function bytes(b: Uint8Array | undefined): Buffer {
   return Buffer.from(b ?? new Uint8Array(0));
 }
 
-export function electionService(s: EtcdServer): MemberHandlers<"v3electionpb.Election"> {
+export function electionService(s: V3Server): MemberHandlers<"v3electionpb.Election"> {
   const monitor = new LeaderLossMonitor(s);
   return {
     Campaign: (req, ctx) => {

@@ -4,13 +4,13 @@
  */
 import type { CallContext } from "../../grpc/index.js";
 import { NONE } from "../../raft/types.js";
-import type { EtcdServer } from "../etcdserver.js";
 import { Errors, toEtcdError } from "../errors.js";
+import type { V3Server } from "../v3_server.js";
 
 /** etcd's metadata key for "require leader" (rpctypes.MetadataRequireLeaderKey). */
 export const REQUIRE_LEADER_KEY = "hasleader";
 
-export function requireLeaderIfAsked(s: EtcdServer, ctx: CallContext): void {
+export function requireLeaderIfAsked(s: Pick<V3Server, "leader">, ctx: CallContext): void {
   if (ctx.metadata.get(REQUIRE_LEADER_KEY) === "true" && s.leader() === NONE) throw Errors.noLeader();
 }
 

@@ -24,7 +24,7 @@ import {
   type TxnRequest,
   type TxnResponse,
 } from "../../mvcc/types.js";
-import type { EtcdServer } from "../etcdserver.js";
+import type { V3Server } from "../v3_server.js";
 import { Code, Errors, toEtcdError } from "../errors.js";
 import { requireLeaderIfAsked } from "./guard.js";
 import { header, type ResponseHeader } from "./header.js";
@@ -48,7 +48,7 @@ export async function viaClient<T>(f: () => Promise<T>): Promise<T> {
   }
 }
 
-export function lockService(s: EtcdServer): MemberHandlers<"v3lockpb.Lock"> {
+export function lockService(s: V3Server): MemberHandlers<"v3lockpb.Lock"> {
   return {
     Lock: (req, ctx) => {
       requireLeaderIfAsked(s, ctx);
@@ -133,20 +133,19 @@ function rangeKvs(r: TxnResponse, i: number): KeyValue[] {
  */
 export class Session {
   constructor(
-    private readonly s: EtcdServer,
+    private readonly s: V3Server,
     readonly signal: AbortSignal,
   ) {}
 
   /** concurrency.NewSession: the given lease, or a fresh one with etcd's default session TTL. */
   async lease(id: number): Promise<number> {
     if (id !== 0) return id;
-    const ID = this.s.lessor.nextLeaseId();
-    const { response } = await this.s.proposeAndApply<{ ID: number }>({ leaseGrant: { ID, TTL: DEFAULT_SESSION_TTL_SEC } }, this.signal);
+    const { response } = await this.s.leaseGrant({ ID: 0, TTL: DEFAULT_SESSION_TTL_SEC }, this.signal);
     return response.ID;
   }
 
   async txn(req: TxnRequest, signal: AbortSignal | undefined = this.signal): Promise<{ response: TxnResponse; header: ResponseHeader }> {
-    const { response, revision } = await this.s.proposeAndApply<TxnResponse>({ txn: req }, signal);
+    const { response, revision } = await this.s.txn(req, signal);
     return { response, header: header(this.s, revision) };
   }
 
@@ -162,14 +161,13 @@ export class Session {
 
   /** A linearizable Range. */
   async get(req: RangeRequest): Promise<{ kvs: KeyValue[]; header: ResponseHeader }> {
-    await this.s.linearizableReadNotify();
+    const r = await this.s.range(req, this.signal);
     this.signal.throwIfAborted();
-    const r = this.s.kv.range(req);
-    return { kvs: r.kvs, header: header(this.s) };
+    return { kvs: r.kvs, header: header(this.s, r.revision) };
   }
 
   async del(key: Buffer, signal: AbortSignal | undefined = this.signal): Promise<ResponseHeader> {
-    const { revision } = await this.s.proposeAndApply<object>({ deleteRange: { key } }, signal);
+    const { revision } = await this.s.deleteRange({ key }, signal);
     return header(this.s, revision);
   }
 
@@ -208,8 +206,8 @@ export class Session {
     done: (events: Event[], revision: number) => boolean | Promise<boolean>,
   ): Promise<void> {
     this.signal.throwIfAborted();
-    const ws = this.s.watchable.watchStream();
-    const onAbort = () => this.s.watchable.closeStream(ws);
+    const ws = this.s.watchStream();
+    const onAbort = () => this.s.closeWatchStream(ws);
     this.signal.addEventListener("abort", onAbort, { once: true });
     try {
       ws.watch(req);
@@ -224,7 +222,7 @@ export class Session {
       }
     } finally {
       this.signal.removeEventListener("abort", onAbort);
-      this.s.watchable.closeStream(ws);
+      this.s.closeWatchStream(ws);
     }
   }
 }

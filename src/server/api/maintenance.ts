@@ -2,37 +2,36 @@
  * etcdserverpb.Maintenance: Status, Alarm, Hash, HashKV, Defragment, Snapshot, MoveLeader.
  */
 import { createHash } from "node:crypto";
-import { open, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { open } from "node:fs/promises";
 import type { CallContext, MemberHandlers, ServerWritable } from "../../grpc/index.js";
 import type { SnapshotResponseInit } from "../../pb/member-types.js";
-import { AlarmAction, AlarmType, type AlarmMember } from "../alarms.js";
+import { AlarmAction, AlarmType } from "../alarms.js";
 import { ETCD_API_VERSION } from "../config.js";
-import type { EtcdServer } from "../etcdserver.js";
 import { Errors } from "../errors.js";
+import type { V3Server } from "../v3_server.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 
 /** etcd sends the snapshot in 32 KiB blobs (snapshotSendBufferSize). */
 const SNAPSHOT_CHUNK_BYTES = 32 * 1024;
 
-export function maintenanceService(s: EtcdServer): MemberHandlers<"etcdserverpb.Maintenance"> {
+export function maintenanceService(s: V3Server): MemberHandlers<"etcdserverpb.Maintenance"> {
   return {
     Status: (_req, ctx) =>
       guarded(() => {
         requireLeaderIfAsked(s, ctx);
-        const dbSize = s.kv.sizeBytes();
+        const st = s.status();
         return {
           header: header(s),
           version: ETCD_API_VERSION,
-          dbSize,
-          leader: s.leader(),
-          raftIndex: s.raftIndex(),
-          raftTerm: s.raftTerm(),
-          raftAppliedIndex: s.raftAppliedIndex(),
-          errors: s.alarms.list().map((a) => `memberID:${a.memberID} alarm:${AlarmType[a.alarm]} `),
-          dbSizeInUse: dbSize,
-          isLearner: s.isLearner(),
+          dbSize: st.dbSizeBytes,
+          leader: st.leader,
+          raftIndex: st.raftIndex,
+          raftTerm: st.raftTerm,
+          raftAppliedIndex: st.raftAppliedIndex,
+          errors: st.alarms.map((a) => `memberID:${a.memberID} alarm:${AlarmType[a.alarm]} `),
+          dbSizeInUse: st.dbSizeBytes,
+          isLearner: st.isLearner,
         };
       }),
 
@@ -40,30 +39,30 @@ export function maintenanceService(s: EtcdServer): MemberHandlers<"etcdserverpb.
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (req.action === AlarmAction.GET) {
-          return { header: header(s), alarms: s.alarms.list(req.alarm) };
+          return { header: header(s), alarms: s.listAlarms(req.alarm) };
         }
-        const { response, revision } = await s.proposeAndApply<{ alarms: AlarmMember[] }>({ alarm: req }, ctx.signal);
+        const { response, revision } = await s.alarm(req, ctx.signal);
         return { header: header(s, revision), alarms: response.alarms };
       }),
 
     Hash: (_req, ctx) =>
       guarded(() => {
         requireLeaderIfAsked(s, ctx);
-        const h = s.kv.hash();
+        const h = s.hash();
         return { header: header(s, h.revision), hash: h.hash };
       }),
 
     HashKV: (req, ctx) =>
       guarded(() => {
         requireLeaderIfAsked(s, ctx);
-        const h = s.kv.hashKV(req.revision);
+        const h = s.hashKV(req.revision);
         return { header: header(s, h.revision), hash: h.hash, compactRevision: h.compactRevision };
       }),
 
     Defragment: (_req, ctx) =>
       guarded(() => {
         requireLeaderIfAsked(s, ctx);
-        s.kv.defragment();
+        s.defragment();
         return { header: header(s) };
       }),
 
@@ -88,12 +87,10 @@ export function maintenanceService(s: EtcdServer): MemberHandlers<"etcdserverpb.
  * Streams a consistent copy of the backend, then (as etcd does) the sha256 of everything sent, so
  * `etcdctl snapshot restore` can tell a complete file from a cut one.
  */
-async function streamSnapshot(s: EtcdServer, call: ServerWritable<SnapshotResponseInit>, ctx: CallContext): Promise<void> {
+async function streamSnapshot(s: V3Server, call: ServerWritable<SnapshotResponseInit>, ctx: CallContext): Promise<void> {
   requireLeaderIfAsked(s, ctx);
-  const tmp = join(s.config.snapDir, `client-snapshot-${process.pid}-${Date.now()}.db`);
-  try {
-    await s.backend.snapshot(tmp);
-    const fh = await open(tmp, "r");
+  await s.snapshot(async (image) => {
+    const fh = await open(image, "r");
     try {
       const { size } = await fh.stat();
       const sha = createHash("sha256");
@@ -113,7 +110,5 @@ async function streamSnapshot(s: EtcdServer, call: ServerWritable<SnapshotRespon
     } finally {
       await fh.close();
     }
-  } finally {
-    await rm(tmp, { force: true });
-  }
+  });
 }

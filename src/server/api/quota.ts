@@ -5,8 +5,8 @@
  * data is refused, on every member.
  */
 import { AlarmAction, AlarmType } from "../alarms.js";
-import type { EtcdServer } from "../etcdserver.js";
 import { Errors } from "../errors.js";
+import type { V3Server } from "../v3_server.js";
 
 /** etcd's per-key overhead estimate in the backend (kvOverhead). */
 const KV_OVERHEAD_BYTES = 256;
@@ -19,13 +19,13 @@ export class Quota {
   private sizeBytes = 0;
   private sizeAtMs = -Infinity;
 
-  constructor(private readonly s: EtcdServer) {}
+  constructor(private readonly s: V3Server) {}
 
   /** Throws NOSPACE, after the alarm is applied (as etcd raises it before answering). */
   async check(costBytes: number): Promise<void> {
     const s = this.s;
-    if (s.alarms.has(AlarmType.NOSPACE)) throw Errors.noSpace();
-    const quota = s.config.quotaBackendBytes;
+    if (s.hasAlarm(AlarmType.NOSPACE)) throw Errors.noSpace();
+    const quota = s.limits.quotaBackendBytes;
     if (quota === null) return;
     if (this.dbSizeBytes() + costBytes + KV_OVERHEAD_BYTES <= quota) return;
     await this.raise();
@@ -35,7 +35,7 @@ export class Quota {
   private dbSizeBytes(): number {
     const now = performance.now();
     if (now - this.sizeAtMs > SIZE_CACHE_MS) {
-      this.sizeBytes = this.s.kv.sizeBytes();
+      this.sizeBytes = this.s.backendSizeBytes();
       this.sizeAtMs = now;
     }
     return this.sizeBytes;
@@ -44,7 +44,7 @@ export class Quota {
   private raise(): Promise<void> {
     const s = this.s;
     this.raising ??= s
-      .proposeAndApply({ alarm: { action: AlarmAction.ACTIVATE, memberID: s.memberId, alarm: AlarmType.NOSPACE } })
+      .alarm({ action: AlarmAction.ACTIVATE, memberID: s.memberId, alarm: AlarmType.NOSPACE })
       .then(() => undefined)
       .catch(() => undefined)
       .finally(() => (this.raising = undefined));

@@ -12,7 +12,7 @@ import type { EventInit, WatchCreateRequest, WatchRequest, WatchResponseInit } f
 import type { WatchStream } from "../../mvcc/watch_stream.js";
 import type { WatchResponse as MvccWatchResponse } from "../../mvcc/watcher.js";
 import { NONE } from "../../raft/types.js";
-import type { EtcdServer } from "../etcdserver.js";
+import type { V3Server } from "../v3_server.js";
 import { Errors } from "../errors.js";
 import { loadMemberCodecs } from "../../pb/protos.js";
 import { REQUIRE_LEADER_KEY, requireLeaderIfAsked } from "./guard.js";
@@ -23,7 +23,7 @@ const INVALID_WATCH_ID = -1;
 /** etcd's maxNoLeaderCnt: election timeouts without a leader before `hasleader` streams end. */
 const MAX_NO_LEADER_COUNT = 3;
 
-export function watchService(s: EtcdServer): MemberHandlers<"etcdserverpb.Watch"> {
+export function watchService(s: V3Server): MemberHandlers<"etcdserverpb.Watch"> {
   const monitor = new LeaderLossMonitor(s);
   return {
     Watch: (call, ctx) => {
@@ -55,13 +55,13 @@ export class LeaderLossMonitor {
   private timer: NodeJS.Timeout | undefined;
   private noLeaderCount = 0;
 
-  constructor(private readonly s: EtcdServer) {}
+  constructor(private readonly s: V3Server) {}
 
   add(x: LeaderBound): void {
     this.streams.add(x);
     if (this.timer === undefined) {
       this.noLeaderCount = 0;
-      this.timer = setInterval(() => this.check(), this.s.config.electionMs);
+      this.timer = setInterval(() => this.check(), this.s.limits.electionMs);
       this.timer.unref();
     }
   }
@@ -151,11 +151,11 @@ class ServerWatchStream implements LeaderBound {
   private readonly closeListeners: Array<() => void> = [];
 
   constructor(
-    private readonly s: EtcdServer,
+    private readonly s: V3Server,
     private readonly call: BidiCall<WatchRequest, WatchResponseInit>,
   ) {
-    this.ws = s.watchable.watchStream();
-    this.maxResponseBytes = s.config.maxRequestBytes + GRPC_OVERHEAD_BYTES;
+    this.ws = s.watchStream();
+    this.maxResponseBytes = s.limits.maxRequestBytes + GRPC_OVERHEAD_BYTES;
   }
 
   start(): void {
@@ -176,7 +176,7 @@ class ServerWatchStream implements LeaderBound {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.s.watchable.closeStream(this.ws);
+    this.s.closeWatchStream(this.ws);
     for (const f of this.closeListeners.splice(0)) f();
   }
 
@@ -189,7 +189,7 @@ class ServerWatchStream implements LeaderBound {
   }
 
   private create(creq: WatchCreateRequest): void {
-    const rev = this.s.kv.currentRevision();
+    const rev = this.s.currentRevision();
     let id: number;
     try {
       id = this.ws.watch({

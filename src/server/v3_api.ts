@@ -1,0 +1,211 @@
+/**
+ * The member's v3 API (etcd's v3_server.go): each request sequenced as etcd sequences it — a
+ * linearizable read waits for its ReadIndex round, then reads the local store in slices; a write
+ * is proposed through raft and answered once applied here; keep-alives and time-to-live are
+ * answered by the leader's lessor. The API handlers see it through V3Server only.
+ */
+import { LessorNotPrimaryError } from "../lease/errors.js";
+import type { Lessor } from "../lease/lessor.js";
+import type { HashKvResult, KvStore } from "../mvcc/kvstore.js";
+import type { RangeReadResult } from "../mvcc/kvstore_range.js";
+import type * as mvcc from "../mvcc/types.js";
+import type { WatchStream } from "../mvcc/watch_stream.js";
+import type { WatchableStore } from "../mvcc/watchable_store.js";
+import type { AlarmRequest } from "../pb/member-types.js";
+import { NONE, type NodeId } from "../raft/types.js";
+import type { AlarmMember, AlarmType, Alarms } from "./alarms.js";
+import type { ApplyOutcome } from "./apply.js";
+import { Errors } from "./errors.js";
+import type { LeaderClient } from "./leader_client.js";
+import type { Member } from "./member.js";
+import type { Membership } from "./membership.js";
+import type { RaftLoop } from "./raft_loop.js";
+import type { ProposedRequest } from "./raft_request.js";
+import type { ReadIndex } from "./read_index.js";
+import type { Snapshots } from "./snapshots.js";
+import { isTxnReadOnly, isTxnSerializable } from "../mvcc/txn_rules.js";
+import type { Applied, MemberStatus, RequestLimits, V3Server } from "./v3_server.js";
+
+export interface V3ApiOptions {
+  memberId: NodeId;
+  clusterId: number;
+  limits: RequestLimits;
+  raft: Pick<RaftLoop, "leader" | "isLeader" | "raftTerm" | "committed" | "applied" | "isLearner" | "moveLeader">;
+  propose(req: ProposedRequest, signal?: AbortSignal): Promise<ApplyOutcome>;
+  readIndex: Pick<ReadIndex, "notify">;
+  kv: KvStore;
+  watchable: WatchableStore;
+  lessor: Lessor;
+  alarms: Alarms;
+  membership: Membership;
+  backend: { sizeBytes(): number };
+  snapshots: Pick<Snapshots, "withImage">;
+  /** Keep-alives and time-to-live of a follower go to the leader's lessor through it. */
+  leaderClient: Pick<LeaderClient, "keepAlive" | "timeToLive">;
+}
+
+export class V3Api implements V3Server {
+  readonly memberId: NodeId;
+  readonly clusterId: number;
+  readonly limits: RequestLimits;
+
+  constructor(private readonly o: V3ApiOptions) {
+    this.memberId = o.memberId;
+    this.clusterId = o.clusterId;
+    this.limits = o.limits;
+  }
+
+  raftTerm(): number {
+    return this.o.raft.raftTerm();
+  }
+
+  leader(): NodeId {
+    return this.o.raft.leader();
+  }
+
+  /** Proposes and unwraps: throws the applied error, returns the response and revision. */
+  private async proposeAndApply<T>(req: ProposedRequest, signal?: AbortSignal): Promise<Applied<T> & { done?: Promise<void> }> {
+    const o = await this.o.propose(req, signal);
+    if (o.error) throw o.error;
+    return { response: o.response as T, revision: o.revision, done: o.done };
+  }
+
+  currentRevision(): number {
+    return this.o.kv.currentRevision();
+  }
+
+  async range(req: mvcc.RangeRequest, signal?: AbortSignal): Promise<RangeReadResult> {
+    if (!req.serializable) await this.o.readIndex.notify();
+    // Sliced over event-loop turns at one revision: a huge range does not stall other clients.
+    return this.o.kv.rangeAsync(req, signal);
+  }
+
+  put(req: mvcc.PutRequest, signal?: AbortSignal): Promise<Applied<mvcc.PutResponse>> {
+    return this.proposeAndApply<mvcc.PutResponse>({ put: req }, signal);
+  }
+
+  deleteRange(req: mvcc.DeleteRangeRequest, signal?: AbortSignal): Promise<Applied<mvcc.DeleteRangeResponse>> {
+    return this.proposeAndApply<mvcc.DeleteRangeResponse>({ deleteRange: req }, signal);
+  }
+
+  async txn(req: mvcc.TxnRequest, signal?: AbortSignal): Promise<Applied<mvcc.TxnResponse>> {
+    if (!isTxnReadOnly(req)) return this.proposeAndApply<mvcc.TxnResponse>({ txn: req }, signal);
+    // etcd serves read-only txns without a proposal: one ReadIndex round, then locally, in slices like Range.
+    if (!isTxnSerializable(req)) await this.o.readIndex.notify();
+    const r = await this.o.kv.txnReadOnlyAsync(req, signal);
+    return { response: { succeeded: r.succeeded, responses: r.responses }, revision: r.revision };
+  }
+
+  async compact(req: mvcc.CompactionRequest, signal?: AbortSignal): Promise<{ revision: number }> {
+    const { revision, done } = await this.proposeAndApply<object>({ compaction: req }, signal);
+    if (req.physical && done) await done;
+    return { revision };
+  }
+
+  leaseGrant(req: { ID: number; TTL: number }, signal?: AbortSignal): Promise<Applied<{ ID: number; TTL: number; error: string }>> {
+    // etcd picks the id before proposing, so every member grants the same one.
+    const ID = req.ID === 0 ? this.o.lessor.nextLeaseId() : req.ID;
+    return this.proposeAndApply({ leaseGrant: { ID, TTL: req.TTL } }, signal);
+  }
+
+  async leaseRevoke(id: number, signal?: AbortSignal): Promise<{ revision: number }> {
+    const { revision } = await this.proposeAndApply<object>({ leaseRevoke: { ID: id } }, signal);
+    return { revision };
+  }
+
+  async leaseRenew(id: number): Promise<number> {
+    if (this.o.raft.isLeader()) {
+      try {
+        return this.o.lessor.keepAlive(id);
+      } catch (e) {
+        if (!(e instanceof LessorNotPrimaryError)) throw e;
+      }
+    }
+    const { leader, url } = this.leaderUrl();
+    return this.o.leaderClient.keepAlive(leader, url, id);
+  }
+
+  async leaseTimeToLive(req: { ID: number; keys: boolean }): Promise<{ ID: number; TTL: number; grantedTTL: number; keys: Uint8Array[] }> {
+    if (!this.o.raft.isLeader()) {
+      const { leader, url } = this.leaderUrl();
+      const r = await this.o.leaderClient.timeToLive(leader, url, { ID: req.ID, keys: req.keys });
+      return { ID: r.ID, TTL: r.TTL, grantedTTL: r.grantedTTL, keys: r.keys };
+    }
+    const t = this.o.lessor.timeToLive(req.ID, { keys: req.keys });
+    return { ID: t.id, TTL: t.ttlSec, grantedTTL: t.grantedTtlSec, keys: t.keys };
+  }
+
+  leaseLeases(): number[] {
+    return this.o.lessor.leases();
+  }
+
+  /** The leader's client URL, or the reason there is none. */
+  private leaderUrl(): { leader: NodeId; url: string } {
+    const leader = this.o.raft.leader();
+    if (leader === NONE) throw Errors.noLeader();
+    const url = this.o.membership.get(leader)?.clientUrls[0];
+    if (url === undefined) throw Errors.leaderChanged();
+    return { leader, url };
+  }
+
+  async memberList(linearizable: boolean): Promise<Member[]> {
+    if (linearizable) await this.o.readIndex.notify();
+    return this.o.membership.list();
+  }
+
+  status(): MemberStatus {
+    return {
+      dbSizeBytes: this.o.backend.sizeBytes(),
+      leader: this.o.raft.leader(),
+      raftIndex: this.o.raft.committed(),
+      raftTerm: this.o.raft.raftTerm(),
+      raftAppliedIndex: this.o.raft.applied(),
+      alarms: this.o.alarms.list(),
+      isLearner: this.o.raft.isLearner(),
+    };
+  }
+
+  listAlarms(type?: AlarmType): AlarmMember[] {
+    return this.o.alarms.list(type);
+  }
+
+  hasAlarm(type: AlarmType): boolean {
+    return this.o.alarms.has(type);
+  }
+
+  alarm(req: AlarmRequest, signal?: AbortSignal): Promise<Applied<{ alarms: AlarmMember[] }>> {
+    return this.proposeAndApply({ alarm: req }, signal);
+  }
+
+  backendSizeBytes(): number {
+    return this.o.backend.sizeBytes();
+  }
+
+  hash(): { hash: number; revision: number } {
+    return this.o.kv.hash();
+  }
+
+  hashKV(revision: number): HashKvResult {
+    return this.o.kv.hashKV(revision);
+  }
+
+  defragment(): void {
+    this.o.kv.defragment();
+  }
+
+  snapshot<T>(use: (path: string) => Promise<T>): Promise<T> {
+    return this.o.snapshots.withImage("client-snapshot", use);
+  }
+
+  watchStream(): WatchStream {
+    return this.o.watchable.watchStream();
+  }
+
+  closeWatchStream(ws: WatchStream): void {
+    this.o.watchable.closeStream(ws);
+  }
+
+  moveLeader(transferee: NodeId): Promise<void> {
+    return this.o.raft.moveLeader(transferee);
+  }
+}

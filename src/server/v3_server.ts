@@ -1,0 +1,107 @@
+/**
+ * What the API handlers (src/server/api) may ask of the member (etcd's v3_server.go: RaftKV,
+ * Lessor, and the getters v3rpc's maintenance and cluster servers take). The member sequences
+ * each request itself — a linearizable read waits for its ReadIndex round and then reads; a
+ * write is proposed and answered once applied — so a handler only checks the request, asks,
+ * and adds the response header.
+ */
+import type { AlarmRequest } from "../pb/member-types.js";
+import type { HashKvResult } from "../mvcc/kvstore.js";
+import type { RangeReadResult } from "../mvcc/kvstore_range.js";
+import type {
+  CompactionRequest,
+  DeleteRangeRequest,
+  DeleteRangeResponse,
+  PutRequest,
+  PutResponse,
+  RangeRequest,
+  TxnRequest,
+  TxnResponse,
+} from "../mvcc/types.js";
+import type { WatchStream } from "../mvcc/watch_stream.js";
+import type { NodeId } from "../raft/types.js";
+import type { AlarmMember, AlarmType } from "./alarms.js";
+import type { Member } from "./member.js";
+
+/** An applied request's response and the store revision after it (the response header's). */
+export interface Applied<T> {
+  response: T;
+  revision: number;
+}
+
+/** The limits the handlers check requests against (etcd's flags of the same names). */
+export interface RequestLimits {
+  /** --max-txn-ops. */
+  maxTxnOps: number;
+  /** --max-request-bytes. */
+  maxRequestBytes: number;
+  /** --quota-backend-bytes as applied; null when the quota is disabled. */
+  quotaBackendBytes: number | null;
+  /** --election-timeout in ms (how long a watch stream tolerates having no leader). */
+  electionMs: number;
+}
+
+/** Maintenance.Status's view of the member. */
+export interface MemberStatus {
+  dbSizeBytes: number;
+  leader: NodeId;
+  raftIndex: number;
+  raftTerm: number;
+  raftAppliedIndex: number;
+  alarms: AlarmMember[];
+  isLearner: boolean;
+}
+
+export interface V3Server {
+  readonly memberId: NodeId;
+  readonly clusterId: number;
+  readonly limits: RequestLimits;
+  /** The current raft term and store revision, for response headers. */
+  raftTerm(): number;
+  currentRevision(): number;
+  /** The leader as this member knows it (NONE: no leader). */
+  leader(): NodeId;
+
+  // ---- KV (etcd's RaftKV)
+  /** A range: linearizable unless `serializable`, read in slices at one revision. */
+  range(req: RangeRequest, signal?: AbortSignal): Promise<RangeReadResult>;
+  put(req: PutRequest, signal?: AbortSignal): Promise<Applied<PutResponse>>;
+  deleteRange(req: DeleteRangeRequest, signal?: AbortSignal): Promise<Applied<DeleteRangeResponse>>;
+  /** A txn: a read-only one is served like a range (no proposal), any other goes through raft. */
+  txn(req: TxnRequest, signal?: AbortSignal): Promise<Applied<TxnResponse>>;
+  /** Resolves once the compaction is applied, and with `physical` once old revisions are gone. */
+  compact(req: CompactionRequest, signal?: AbortSignal): Promise<{ revision: number }>;
+
+  // ---- Lease (etcd's Lessor)
+  /** Grants a lease; ID 0 lets the member pick one. */
+  leaseGrant(req: { ID: number; TTL: number }, signal?: AbortSignal): Promise<Applied<{ ID: number; TTL: number; error: string }>>;
+  leaseRevoke(id: number, signal?: AbortSignal): Promise<{ revision: number }>;
+  /** A keep-alive: the leader's lessor renews, a follower asks the leader. Returns the TTL. */
+  leaseRenew(id: number): Promise<number>;
+  /** Answered by the leader's lessor (asked through the leader when this member is a follower). */
+  leaseTimeToLive(req: { ID: number; keys: boolean }): Promise<{ ID: number; TTL: number; grantedTTL: number; keys: Uint8Array[] }>;
+  leaseLeases(): number[];
+
+  // ---- Cluster
+  memberList(linearizable: boolean): Promise<Member[]>;
+
+  // ---- Maintenance
+  status(): MemberStatus;
+  /** Active alarms of `type` (NONE: all). */
+  listAlarms(type?: AlarmType): AlarmMember[];
+  hasAlarm(type: AlarmType): boolean;
+  /** Raises or clears an alarm through raft (GET is answered by `alarms`). */
+  alarm(req: AlarmRequest, signal?: AbortSignal): Promise<Applied<{ alarms: AlarmMember[] }>>;
+  /** Bytes the backend uses on disk (the quota's measure). */
+  backendSizeBytes(): number;
+  hash(): { hash: number; revision: number };
+  hashKV(revision: number): HashKvResult;
+  defragment(): void;
+  moveLeader(transferee: NodeId): Promise<void>;
+  /** Runs `use` on a consistent image of the backend in a temporary file (removed afterwards). */
+  snapshot<T>(use: (path: string) => Promise<T>): Promise<T>;
+
+  // ---- Watch
+  watchStream(): WatchStream;
+  closeWatchStream(ws: WatchStream): void;
+}

@@ -1,0 +1,35 @@
+/** A member's stores in one temp backend, registered in the server's order, for the server's unit tests. */
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach } from "vitest";
+import { Backend } from "../../src/backend/backend.js";
+import { Lessor } from "../../src/lease/lessor.js";
+import { KvStore } from "../../src/mvcc/kvstore.js";
+import { WatchableStore } from "../../src/mvcc/watchable_store.js";
+import { Alarms } from "../../src/server/alarms.js";
+import { Membership } from "../../src/server/membership.js";
+
+const open: (() => void)[] = [];
+afterEach(() => {
+  for (const close of open.splice(0).reverse()) close();
+});
+
+/** Closed (and the directory removed) after the test. */
+export function memberStores() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "member-stores-"));
+  const backend = Backend.open(path.join(dir, "db"));
+  const lessor = new Lessor({ backend, now: () => 0, minLeaseTtlSec: 1 });
+  const kv = KvStore.open({ backend, leases: lessor, compactionSleepMs: 0 });
+  lessor.setRangeDeleter(kv);
+  const watchable = new WatchableStore(kv);
+  const alarms = new Alarms(backend);
+  const membership = new Membership(backend, 0x99);
+  open.push(() => {
+    watchable.close();
+    kv.close();
+    backend.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  return { backend, lessor, kv, watchable, alarms, membership };
+}
