@@ -1,7 +1,7 @@
 /**
  * Power-loss crash runs of one member on lazyfs (issue 20; test/powerloss/member_crash.ts).
  *
- *   npm run powerloss -- [--seed N] [--seeds K] [--cut-at delay|snapshot|wal-purge|all]
+ *   npm run powerloss -- [--seed N] [--seeds K] [--cut-at delay,snapshot,wal-purge,compact,defrag|all]
  *       [--snapshot-count 1000] [--max-wals 1] [--value-bytes 2048] [--max-delay-ms 8000] [--writeback P] [--no-tear] [--keep]
  *
  * --writeback P: at the cut, each unsynced 4 KiB page had reached the disk with probability P%
@@ -11,7 +11,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { resolve } from "node:path";
-import { describeReport, runMemberCrash, type CutAt } from "../test/powerloss/member_crash.js";
+import { CUT_POINTS, describeReport, runMemberCrash, type CutAt } from "../test/powerloss/member_crash.js";
 
 const ROOT = resolve(import.meta.dirname, "..");
 const args = process.argv.slice(2);
@@ -22,9 +22,9 @@ function option(name: string, fallback: string): string {
 const firstSeed = Number(option("seed", String(Math.floor(Math.random() * 2 ** 31))));
 const seeds = Number(option("seeds", "1"));
 const cutAtOption = option("cut-at", "all");
-const cuts: CutAt[] = cutAtOption === "all" ? ["delay", "snapshot", "wal-purge"] : [cutAtOption as CutAt];
+const cuts: CutAt[] = cutAtOption === "all" ? [...CUT_POINTS] : (cutAtOption.split(",") as CutAt[]);
 if (!Number.isInteger(firstSeed) || !(seeds >= 1)) throw new Error("--seed must be an integer and --seeds >= 1");
-for (const c of cuts) if (!["delay", "snapshot", "wal-purge"].includes(c)) throw new Error(`--cut-at ${c}: want delay, snapshot, wal-purge or all`);
+for (const c of cuts) if (!CUT_POINTS.includes(c)) throw new Error(`--cut-at ${c}: want ${CUT_POINTS.join(", ")} (comma-separated) or all`);
 
 /** The options a replay needs besides the seed and the cut (not --seeds, --keep). */
 const passOn: string[] = [];

@@ -22,11 +22,16 @@ import { LazyFs, scratch, unmountAll } from "./lazyfs.js";
 
 const require_ = createRequire(import.meta.url);
 
-export type CutAt = "delay" | "snapshot" | "wal-purge";
+export type CutAt = "delay" | "snapshot" | "wal-purge" | "compact" | "defrag";
+export const CUT_POINTS: readonly CutAt[] = ["delay", "snapshot", "wal-purge", "compact", "defrag"];
 
 export interface CrashOptions {
   seed: number;
-  /** When the power goes: a seeded delay into the load, or right after the n-th (seeded) log line. */
+  /**
+   * When the power goes: a seeded delay into the load; right after the n-th (seeded) log line of a
+   * raft snapshot or a WAL segment release; or right after a Compact (at the newest acknowledged
+   * revision) or a Defragment issued after a seeded delay returns.
+   */
   cutAt: CutAt;
   valueBytes?: number;
   concurrency?: number;
@@ -196,6 +201,13 @@ export async function runMemberCrash(o: CrashOptions): Promise<CrashReport> {
       const delayMs = Math.floor(200 + rnd() * ((o.maxDelayMs ?? 8000) - 200));
       await new Promise((r) => setTimeout(r, delayMs));
       cutDescription = `after ${delayMs} ms of load`;
+    } else if (o.cutAt === "compact" || o.cutAt === "defrag") {
+      const delayMs = Math.floor(200 + rnd() * ((o.maxDelayMs ?? 8000) - 200));
+      await new Promise((r) => setTimeout(r, delayMs));
+      const at = Math.max(1, ...acked.values());
+      if (o.cutAt === "compact") await conn.compact(at, 30_000);
+      else await conn.defragment(60_000);
+      cutDescription = `right after ${o.cutAt === "compact" ? `Compact(${at})` : "Defragment"} returned, issued ${delayMs} ms into the load`;
     } else {
       const needle = o.cutAt === "snapshot" ? '"msg":"saved snapshot"' : '"msg":"purged WAL segment"';
       const occurrence = 1 + Math.floor(rnd() * 3);
