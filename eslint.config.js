@@ -29,4 +29,11 @@ export default tseslint.config(
       "no-restricted-imports": ["error", { patterns: ["../*/**"] }],
     },
   },
+  {
+    // The stores use the backend and raise domain errors: they never import the member or gRPC.
+    files: ["src/mvcc/**/*.ts", "src/lease/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: ["../server/**", "../grpc/**"] }],
+    },
+  },
 );
