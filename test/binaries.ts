@@ -1,6 +1,8 @@
 /**
  * The reference binaries the tests and benchmarks run: Debian's etcd (etcd-server) and etcdctl
- * (etcd-client), 3.4.23. Found as .ci/run finds them, on PATH; ETCD_BIN / ETCDCTL override.
+ * (etcd-client), 3.4.23; and Go (golang-go) with Debian's bbolt source (golang-github-coreos-bbolt-dev,
+ * bbolt 1.3, the line etcd 3.4 links), which test/bbolt builds its reference bbolt tool from.
+ * Found as .ci/run finds them, on PATH; ETCD_BIN / ETCDCTL / GO_BIN override.
  */
 import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";
@@ -26,10 +28,14 @@ function binary(env: string | undefined, name: string): string {
 
 export const ETCD_BIN = binary(process.env.ETCD_BIN, "etcd");
 export const ETCDCTL_BIN = binary(process.env.ETCDCTL, "etcdctl");
+export const GO_BIN = binary(process.env.GO_BIN, "go");
+/** GOPATH holding Debian's Go sources (go.etcd.io/bbolt and golang.org/x/sys). */
+export const DEBIAN_GOPATH = "/usr/share/gocode";
+const BBOLT_SOURCE = join(DEBIAN_GOPATH, "src/go.etcd.io/bbolt/db.go");
 
 /** What a fresh machine lacks for `npm test`, as one message; undefined when nothing. */
 export function missingBinaries(): string | undefined {
-  const missing = [ETCD_BIN, ETCDCTL_BIN].filter((p) => {
+  const missing = [ETCD_BIN, ETCDCTL_BIN, GO_BIN, BBOLT_SOURCE].filter((p) => {
     try {
       accessSync(p, constants.X_OK);
       return false;
@@ -37,5 +43,5 @@ export function missingBinaries(): string | undefined {
       return true;
     }
   });
-  return missing.length === 0 ? undefined : `npm test needs Debian's etcd and etcdctl 3.4 (apt-get install etcd-server etcd-client); not found: ${missing.join(", ")} (ETCD_BIN / ETCDCTL override)`;
+  return missing.length === 0 ? undefined : `npm test needs Debian's etcd and etcdctl 3.4, Go and bbolt's source (apt-get install etcd-server etcd-client golang-go golang-github-coreos-bbolt-dev); not found: ${missing.join(", ")} (ETCD_BIN / ETCDCTL / GO_BIN override)`;
 }
