@@ -4,9 +4,9 @@
  * and replays locally with the printed command; local runs draw a fresh seed to explore. Every
  * seed is printed with its replay command. (The fuzz suites have their own CI seed and time
  * budget: test/fuzz/fuzz_config.ts; the Raft simulator runs fixed seed ranges: test/raft/sim.)
+ * It does not import vitest: child processes of the tests (the WAL crash child) load it too.
  */
 import { relative, resolve } from "node:path";
-import { expect } from "vitest";
 
 const ROOT = resolve(import.meta.dirname, "..");
 
@@ -32,8 +32,13 @@ export function chooseSeed(name: string, env: Readonly<Record<string, string | u
 /** The seed for `name` (see the module comment), printed with the command that replays it. */
 export function testSeed(name: string): number {
   const { seed, source } = chooseSeed(name, process.env, () => Math.floor(Math.random() * 2 ** 31));
-  const path = expect.getState().testPath;
-  const file = path !== undefined ? relative(ROOT, path) : "";
+  const file = callerTestFile();
   console.log(`[${name}] seed=${seed} (${source}; replay: SEED=${seed} npx vitest run ${file})`);
   return seed;
+}
+
+/** The *.test.ts file on the call stack (the replay command names it), or "" outside a test. */
+function callerTestFile(): string {
+  const m = /(\/[^\s():]+\.test\.ts)/.exec(new Error().stack ?? "");
+  return m === null ? "" : relative(ROOT, m[1] as string);
 }
