@@ -1,21 +1,16 @@
 /**
- * The lessor's errors with etcd's exact client-visible messages (api/v3rpc/rpctypes) and the gRPC
- * status code the transport must answer with, as a numeric `code` (grpc-js `status` values).
+ * The lessor's errors: a kind and etcd's exact client-visible message (api/v3rpc/rpctypes). The
+ * lessor speaks no gRPC: the API edge maps each kind to its status code, once, in
+ * src/server/errors.ts.
  */
 
-/** gRPC status codes used here (same numbers as @grpc/grpc-js `status`). */
-export const GrpcCode = {
-  Unknown: 2,
-  NotFound: 5,
-  FailedPrecondition: 9,
-  OutOfRange: 11,
-} as const;
-export type GrpcCodeValue = (typeof GrpcCode)[keyof typeof GrpcCode];
+/** What went wrong, as the API edge's status map knows it. */
+export type LeaseErrorKind = "leaseNotFound" | "leaseExists" | "leaseTtlTooLarge" | "notPrimary" | "leaseIdOutOfRange";
 
-/** Base class: every lessor error carries the gRPC status code it maps to. */
+/** Base class of every lessor error. */
 export class LeaseError extends Error {
   constructor(
-    readonly code: GrpcCodeValue,
+    readonly kind: LeaseErrorKind,
     message: string,
   ) {
     super(message);
@@ -23,35 +18,35 @@ export class LeaseError extends Error {
   }
 }
 
-/** etcd ErrGRPCLeaseNotFound (lease.ErrLeaseNotFound): NotFound. */
+/** etcd ErrGRPCLeaseNotFound (lease.ErrLeaseNotFound). */
 export class LeaseNotFoundError extends LeaseError {
   constructor() {
-    super(GrpcCode.NotFound, "etcdserver: requested lease not found");
+    super("leaseNotFound", "etcdserver: requested lease not found");
   }
 }
 
-/** etcd ErrGRPCLeaseExist (lease.ErrLeaseExists): FailedPrecondition. */
+/** etcd ErrGRPCLeaseExist (lease.ErrLeaseExists). */
 export class LeaseExistsError extends LeaseError {
   constructor() {
-    super(GrpcCode.FailedPrecondition, "etcdserver: lease already exists");
+    super("leaseExists", "etcdserver: lease already exists");
   }
 }
 
-/** etcd ErrGRPCLeaseTTLTooLarge (lease.ErrLeaseTTLTooLarge, TTL > MaxLeaseTTL): OutOfRange. */
+/** etcd ErrGRPCLeaseTTLTooLarge (lease.ErrLeaseTTLTooLarge, TTL > MaxLeaseTTL). */
 export class LeaseTtlTooLargeError extends LeaseError {
   constructor() {
-    super(GrpcCode.OutOfRange, "etcdserver: too large lease TTL");
+    super("leaseTtlTooLarge", "etcdserver: too large lease TTL");
   }
 }
 
 /**
  * etcd's lease.ErrNotPrimary: a renew reached a member that is not the leader. In etcd this never
  * reaches a client: the server forwards the keep-alive to the leader (and retries). Were it to leak,
- * etcd's togRPCError would answer Unknown with this text, so that is its code here.
+ * etcd's togRPCError would answer Unknown with this text, so the status map says Unknown.
  */
 export class LessorNotPrimaryError extends LeaseError {
   constructor() {
-    super(GrpcCode.Unknown, "not a primary lessor");
+    super("notPrimary", "not a primary lessor");
   }
 }
 
@@ -61,6 +56,6 @@ export class LessorNotPrimaryError extends LeaseError {
  */
 export class LeaseIdOutOfRangeError extends LeaseError {
   constructor(id: unknown) {
-    super(GrpcCode.OutOfRange, `etcdserver: lease ID ${String(id)} is out of the range etcetera supports (|ID| < 2^53)`);
+    super("leaseIdOutOfRange", `etcdserver: lease ID ${String(id)} is out of the range etcetera supports (|ID| < 2^53)`);
   }
 }

@@ -1,85 +1,92 @@
 /**
- * Errors the kv store reports to clients, with etcd's exact messages and the
- * gRPC status code the server must send for each (etcd v3rpc/rpctypes).
+ * Errors the kv store reports to clients: a kind and etcd's exact message (api/v3rpc/rpctypes).
+ * The store speaks no gRPC: the API edge maps each kind to its status code, once, in
+ * src/server/errors.ts.
  */
 
-/** gRPC status codes used below (values of grpc.status). */
-export enum GrpcCode {
-  INVALID_ARGUMENT = 3,
-  NOT_FOUND = 5,
-  FAILED_PRECONDITION = 9,
-  OUT_OF_RANGE = 11,
-}
+/** What went wrong, as the API edge's status map knows it. */
+export type MvccErrorKind =
+  | 'compacted'
+  | 'futureRev'
+  | 'duplicateKey'
+  | 'emptyKey'
+  | 'keyNotFound'
+  | 'valueProvided'
+  | 'leaseProvided'
+  | 'leaseNotFound'
+  | 'tooManyOps'
+  | 'emptyWatcherRange'
+  | 'watcherDuplicateId';
 
-/** Base class: every client-visible mvcc error carries its gRPC code. */
+/** Base class of every client-visible mvcc error. */
 export class MvccError extends Error {
-  readonly code: GrpcCode;
-  constructor(message: string, code: GrpcCode) {
+  readonly kind: MvccErrorKind;
+  constructor(kind: MvccErrorKind, message: string) {
     super(message);
     this.name = new.target.name;
-    this.code = code;
+    this.kind = kind;
   }
 }
 
 export class ErrCompacted extends MvccError {
   constructor() {
-    super('etcdserver: mvcc: required revision has been compacted', GrpcCode.OUT_OF_RANGE);
+    super('compacted', 'etcdserver: mvcc: required revision has been compacted');
   }
 }
 
 export class ErrFutureRev extends MvccError {
   constructor() {
-    super('etcdserver: mvcc: required revision is a future revision', GrpcCode.OUT_OF_RANGE);
+    super('futureRev', 'etcdserver: mvcc: required revision is a future revision');
   }
 }
 
 export class ErrDuplicateKey extends MvccError {
   constructor() {
-    super('etcdserver: duplicate key given in txn request', GrpcCode.INVALID_ARGUMENT);
+    super('duplicateKey', 'etcdserver: duplicate key given in txn request');
   }
 }
 
 export class ErrEmptyKey extends MvccError {
   constructor() {
-    super('etcdserver: key is not provided', GrpcCode.INVALID_ARGUMENT);
+    super('emptyKey', 'etcdserver: key is not provided');
   }
 }
 
 export class ErrKeyNotFound extends MvccError {
   constructor() {
-    super('etcdserver: key not found', GrpcCode.INVALID_ARGUMENT);
+    super('keyNotFound', 'etcdserver: key not found');
   }
 }
 
 export class ErrValueProvided extends MvccError {
   constructor() {
-    super('etcdserver: value is provided', GrpcCode.INVALID_ARGUMENT);
+    super('valueProvided', 'etcdserver: value is provided');
   }
 }
 
 export class ErrLeaseProvided extends MvccError {
   constructor() {
-    super('etcdserver: lease is provided', GrpcCode.INVALID_ARGUMENT);
+    super('leaseProvided', 'etcdserver: lease is provided');
   }
 }
 
 export class ErrLeaseNotFound extends MvccError {
   constructor() {
-    super('etcdserver: requested lease not found', GrpcCode.NOT_FOUND);
+    super('leaseNotFound', 'etcdserver: requested lease not found');
   }
 }
 
 /** Watch create on an empty key range (etcd: mvcc.ErrEmptyWatcherRange; server replies created+canceled). */
 export class ErrEmptyWatcherRange extends MvccError {
   constructor() {
-    super('mvcc: watcher range is empty', GrpcCode.INVALID_ARGUMENT);
+    super('emptyWatcherRange', 'mvcc: watcher range is empty');
   }
 }
 
 /** Watch create with a client-chosen id already in use on the stream. */
 export class ErrWatcherDuplicateID extends MvccError {
   constructor() {
-    super('mvcc: duplicate watch ID provided on the WatchStream', GrpcCode.INVALID_ARGUMENT);
+    super('watcherDuplicateId', 'mvcc: duplicate watch ID provided on the WatchStream');
   }
 }
 

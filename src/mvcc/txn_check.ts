@@ -5,12 +5,12 @@
  * reject early; the store runs the same checks at apply (deterministic).
  */
 
-import { ErrDuplicateKey, ErrEmptyKey, ErrKeyNotFound, ErrLeaseProvided, ErrValueProvided, MvccError, GrpcCode } from './errors.js';
+import { ErrDuplicateKey, ErrEmptyKey, ErrKeyNotFound, ErrLeaseProvided, ErrValueProvided, MvccError } from './errors.js';
 import { bytesOf, numOf, type KvOp, type PutRequest, type RequestOp, type TxnRequest } from './types.js';
 
 export class ErrTooManyOps extends MvccError {
   constructor() {
-    super('etcdserver: too many operations in txn request', GrpcCode.INVALID_ARGUMENT);
+    super('tooManyOps', 'etcdserver: too many operations in txn request');
   }
 }
 

@@ -1,112 +1,120 @@
-import { GrpcError } from "../grpc/index.js";
+import { GrpcError, Status } from "../grpc/index.js";
+import { LeaseError, LeaseExistsError, LeaseTtlTooLargeError, type LeaseErrorKind } from "../lease/errors.js";
+import { ErrCompacted, ErrDuplicateKey, ErrEmptyKey, ErrFutureRev, ErrKeyNotFound, ErrLeaseNotFound, ErrLeaseProvided, ErrValueProvided, MvccError, type MvccErrorKind } from "../mvcc/errors.js";
+import { ErrTooManyOps } from "../mvcc/txn_check.js";
 
 /**
- * etcd's server-side errors (api/v3rpc/rpctypes): clients match on the gRPC status code and the
- * exact message string, so both are reproduced verbatim.
+ * The API edge's errors (etcd's api/v3rpc/rpctypes and togRPCError): clients match on the gRPC
+ * status code and the exact message string, so both are reproduced verbatim. The stores raise
+ * domain errors (a kind and etcd's text); STORE_ERROR_STATUS below is the one place that says
+ * which status each kind is answered with. The server's own errors (no leader, timeouts, ...) are
+ * defined in `Errors` with their status and text.
  */
-
-/** gRPC status codes used by etcd's errors. */
-export const Code = {
-  OK: 0,
-  Canceled: 1,
-  Unknown: 2,
-  InvalidArgument: 3,
-  DeadlineExceeded: 4,
-  NotFound: 5,
-  AlreadyExists: 6,
-  PermissionDenied: 7,
-  ResourceExhausted: 8,
-  FailedPrecondition: 9,
-  Aborted: 10,
-  OutOfRange: 11,
-  Unimplemented: 12,
-  Internal: 13,
-  Unavailable: 14,
-  DataLoss: 15,
-  Unauthenticated: 16,
-} as const;
-export type CodeValue = (typeof Code)[keyof typeof Code];
 
 /** An error carrying the gRPC status the transport answers with. */
 export class EtcdError extends GrpcError {
-  constructor(code: CodeValue, message: string) {
+  constructor(code: Status, message: string) {
     super(code, message);
     this.name = "EtcdError";
   }
 }
 
+/** The status etcd answers each store error with (rpctypes' ErrGRPC* codes). */
+const STORE_ERROR_STATUS: Record<MvccErrorKind | LeaseErrorKind, Status> = {
+  compacted: Status.OUT_OF_RANGE,
+  futureRev: Status.OUT_OF_RANGE,
+  duplicateKey: Status.INVALID_ARGUMENT,
+  emptyKey: Status.INVALID_ARGUMENT,
+  keyNotFound: Status.INVALID_ARGUMENT,
+  valueProvided: Status.INVALID_ARGUMENT,
+  leaseProvided: Status.INVALID_ARGUMENT,
+  tooManyOps: Status.INVALID_ARGUMENT,
+  emptyWatcherRange: Status.INVALID_ARGUMENT,
+  watcherDuplicateId: Status.INVALID_ARGUMENT,
+  leaseNotFound: Status.NOT_FOUND,
+  leaseExists: Status.FAILED_PRECONDITION,
+  leaseTtlTooLarge: Status.OUT_OF_RANGE,
+  // lease.ErrNotPrimary never reaches a client in etcd (the keep-alive is forwarded); were it to
+  // leak, togRPCError would answer it Unknown.
+  notPrimary: Status.UNKNOWN,
+  // etcetera's own limit (lease ids are JavaScript numbers), answered as an out-of-range value.
+  leaseIdOutOfRange: Status.OUT_OF_RANGE,
+};
+
 /**
- * Any error the stores raise for clients (mvcc, lessor: a numeric gRPC `code` and etcd's message)
- * as the gRPC status to answer with; anything else is a bug and answers UNKNOWN with its text.
+ * Any error for a client as the gRPC status to answer with: a store's domain error by the map
+ * above, a GrpcError as it is; anything else is a bug and answers UNKNOWN with its text.
  */
 export function toEtcdError(e: unknown): GrpcError {
   if (e instanceof GrpcError) return e;
-  if (e instanceof Error) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === "number" && Number.isInteger(code) && code > 0 && code <= 16) return new EtcdError(code as CodeValue, e.message);
-    return new GrpcError(Code.Unknown, e.message);
-  }
-  return new GrpcError(Code.Unknown, String(e));
+  if (e instanceof MvccError || e instanceof LeaseError) return new EtcdError(STORE_ERROR_STATUS[e.kind], e.message);
+  if (e instanceof Error) return new GrpcError(Status.UNKNOWN, e.message);
+  return new GrpcError(Status.UNKNOWN, String(e));
 }
 
-function def(code: CodeValue, message: string): () => EtcdError {
+/** A store's error as the edge answers it (the text lives with the store that raises it). */
+function store(make: () => MvccError | LeaseError): () => GrpcError {
+  return () => toEtcdError(make());
+}
+
+function def(code: Status, message: string): () => EtcdError {
   return () => new EtcdError(code, message);
 }
 
 export const Errors = {
-  emptyKey: def(Code.InvalidArgument, "etcdserver: key is not provided"),
-  keyNotFound: def(Code.InvalidArgument, "etcdserver: key not found"),
-  valueProvided: def(Code.InvalidArgument, "etcdserver: value is provided"),
-  leaseProvided: def(Code.InvalidArgument, "etcdserver: lease is provided"),
-  ttlZero: def(Code.InvalidArgument, "etcdserver: ttl is 0"),
-  tooManyOps: def(Code.InvalidArgument, "etcdserver: too many operations in txn request"),
-  duplicateKey: def(Code.InvalidArgument, "etcdserver: duplicate key given in txn request"),
-  compacted: def(Code.OutOfRange, "etcdserver: mvcc: required revision has been compacted"),
-  futureRev: def(Code.OutOfRange, "etcdserver: mvcc: required revision is a future revision"),
-  noSpace: def(Code.ResourceExhausted, "etcdserver: mvcc: database space exceeded"),
+  emptyKey: store(() => new ErrEmptyKey()),
+  keyNotFound: store(() => new ErrKeyNotFound()),
+  valueProvided: store(() => new ErrValueProvided()),
+  leaseProvided: store(() => new ErrLeaseProvided()),
+  ttlZero: def(Status.INVALID_ARGUMENT, "etcdserver: ttl is 0"),
+  tooManyOps: store(() => new ErrTooManyOps()),
+  duplicateKey: store(() => new ErrDuplicateKey()),
+  compacted: store(() => new ErrCompacted()),
+  futureRev: store(() => new ErrFutureRev()),
+  noSpace: def(Status.RESOURCE_EXHAUSTED, "etcdserver: mvcc: database space exceeded"),
 
-  leaseNotFound: def(Code.NotFound, "etcdserver: requested lease not found"),
-  leaseExist: def(Code.FailedPrecondition, "etcdserver: lease already exists"),
-  leaseTTLTooLarge: def(Code.OutOfRange, "etcdserver: too large lease TTL"),
+  leaseNotFound: store(() => new ErrLeaseNotFound()),
+  leaseExist: store(() => new LeaseExistsError()),
+  leaseTTLTooLarge: store(() => new LeaseTtlTooLargeError()),
 
-  memberExist: def(Code.FailedPrecondition, "etcdserver: member ID already exist"),
-  peerURLExist: def(Code.FailedPrecondition, "etcdserver: Peer URLs already exists"),
+  memberExist: def(Status.FAILED_PRECONDITION, "etcdserver: member ID already exist"),
+  peerURLExist: def(Status.FAILED_PRECONDITION, "etcdserver: Peer URLs already exists"),
   memberNotEnoughStarted: def(
-    Code.FailedPrecondition,
+    Status.FAILED_PRECONDITION,
     "etcdserver: re-configuration failed due to not enough started members",
   ),
-  memberBadURLs: def(Code.InvalidArgument, "etcdserver: given member URLs are invalid"),
-  memberNotFound: def(Code.NotFound, "etcdserver: member not found"),
-  memberNotLearner: def(Code.FailedPrecondition, "etcdserver: can only promote a learner member"),
+  memberBadURLs: def(Status.INVALID_ARGUMENT, "etcdserver: given member URLs are invalid"),
+  memberNotFound: def(Status.NOT_FOUND, "etcdserver: member not found"),
+  memberNotLearner: def(Status.FAILED_PRECONDITION, "etcdserver: can only promote a learner member"),
   learnerNotReady: def(
-    Code.FailedPrecondition,
+    Status.FAILED_PRECONDITION,
     "etcdserver: can only promote a learner member which is in sync with leader",
   ),
-  tooManyLearners: def(Code.FailedPrecondition, "etcdserver: too many learner members in cluster"),
+  tooManyLearners: def(Status.FAILED_PRECONDITION, "etcdserver: too many learner members in cluster"),
 
-  requestTooLarge: def(Code.InvalidArgument, "etcdserver: request is too large"),
-  tooManyRequests: def(Code.ResourceExhausted, "etcdserver: too many requests"),
+  requestTooLarge: def(Status.INVALID_ARGUMENT, "etcdserver: request is too large"),
+  tooManyRequests: def(Status.RESOURCE_EXHAUSTED, "etcdserver: too many requests"),
 
-  permissionDenied: def(Code.PermissionDenied, "etcdserver: permission denied"),
-  authNotEnabled: def(Code.FailedPrecondition, "etcdserver: authentication is not enabled"),
-  invalidAuthToken: def(Code.Unauthenticated, "etcdserver: invalid auth token"),
+  permissionDenied: def(Status.PERMISSION_DENIED, "etcdserver: permission denied"),
+  authNotEnabled: def(Status.FAILED_PRECONDITION, "etcdserver: authentication is not enabled"),
+  invalidAuthToken: def(Status.UNAUTHENTICATED, "etcdserver: invalid auth token"),
 
-  noLeader: def(Code.Unavailable, "etcdserver: no leader"),
-  notLeader: def(Code.FailedPrecondition, "etcdserver: not leader"),
-  leaderChanged: def(Code.Unavailable, "etcdserver: leader changed"),
-  notCapable: def(Code.Unavailable, "etcdserver: not capable"),
-  stopped: def(Code.Unavailable, "etcdserver: server stopped"),
-  timeout: def(Code.Unavailable, "etcdserver: request timed out"),
+  noLeader: def(Status.UNAVAILABLE, "etcdserver: no leader"),
+  notLeader: def(Status.FAILED_PRECONDITION, "etcdserver: not leader"),
+  leaderChanged: def(Status.UNAVAILABLE, "etcdserver: leader changed"),
+  notCapable: def(Status.UNAVAILABLE, "etcdserver: not capable"),
+  stopped: def(Status.UNAVAILABLE, "etcdserver: server stopped"),
+  timeout: def(Status.UNAVAILABLE, "etcdserver: request timed out"),
   timeoutDueToLeaderFail: def(
-    Code.Unavailable,
+    Status.UNAVAILABLE,
     "etcdserver: request timed out, possibly due to previous leader failure",
   ),
   timeoutDueToConnectionLost: def(
-    Code.Unavailable,
+    Status.UNAVAILABLE,
     "etcdserver: request timed out, possibly due to connection lost",
   ),
-  unhealthy: def(Code.Unavailable, "etcdserver: unhealthy cluster"),
-  corrupt: def(Code.DataLoss, "etcdserver: corrupt cluster"),
-  notSupportedForLearner: def(Code.Unavailable, "etcdserver: rpc not supported for learner"),
-  badLeaderTransferee: def(Code.FailedPrecondition, "etcdserver: bad leader transferee"),
+  unhealthy: def(Status.UNAVAILABLE, "etcdserver: unhealthy cluster"),
+  corrupt: def(Status.DATA_LOSS, "etcdserver: corrupt cluster"),
+  notSupportedForLearner: def(Status.UNAVAILABLE, "etcdserver: rpc not supported for learner"),
+  badLeaderTransferee: def(Status.FAILED_PRECONDITION, "etcdserver: bad leader transferee"),
 } as const;

@@ -5,7 +5,7 @@
  * are answered in order.
  */
 import type * as grpcTypes from "@grpc/grpc-js";
-import type { MessageCodec } from "../grpc/index.js";
+import { Status, type MessageCodec } from "../grpc/index.js";
 import type {
   LeaseKeepAliveRequestInit,
   LeaseKeepAliveResponse,
@@ -13,7 +13,7 @@ import type {
   LeaseTimeToLiveResponse,
 } from "../pb/member-types.js";
 import type { NodeId } from "../raft/types.js";
-import { Code, EtcdError, Errors, type CodeValue } from "./errors.js";
+import { EtcdError, Errors } from "./errors.js";
 import { loadMemberCodecs } from "../pb/protos.js";
 
 function method<Req, Res>(path: string, req: MessageCodec<Req>, res: MessageCodec<Res>, responseStream = false, requestStream = false) {
@@ -136,8 +136,8 @@ export class LeaderClient {
 
 function forwardedError(e: Error): Error {
   const code = (e as grpcTypes.ServiceError).code;
-  if (code === Code.Unavailable || code === Code.Canceled) return Errors.leaderChanged();
-  if (code === Code.DeadlineExceeded) return Errors.timeout();
-  if (typeof code === "number") return new EtcdError(code as CodeValue, (e as grpcTypes.ServiceError).details);
+  if (code === Status.UNAVAILABLE || code === Status.CANCELLED) return Errors.leaderChanged();
+  if (code === Status.DEADLINE_EXCEEDED) return Errors.timeout();
+  if (typeof code === "number") return new EtcdError(code as Status, (e as grpcTypes.ServiceError).details);
   return e;
 }

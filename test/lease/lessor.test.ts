@@ -1,7 +1,7 @@
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
+import { Status } from "../../src/grpc/status.js";
 import {
-  GrpcCode,
   LeaseExistsError,
   LeaseIdOutOfRangeError,
   LeaseNotFoundError,
@@ -9,6 +9,7 @@ import {
   LessorNotPrimaryError,
 } from "../../src/lease/errors.js";
 import { MAX_LEASE_TTL_SEC } from "../../src/lease/ttl.js";
+import { toEtcdError } from "../../src/server/errors.js";
 import { dec, enc, fixture, type Fixture } from "./harness.js";
 
 let f: Fixture;
@@ -30,7 +31,7 @@ describe("grant", () => {
     const err = catchError(() => f.lessor.grant(1, 20));
     expect(err).toBeInstanceOf(LeaseExistsError);
     expect(err.message).toBe("etcdserver: lease already exists");
-    expect((err as LeaseExistsError).code).toBe(GrpcCode.FailedPrecondition);
+    expect(toEtcdError(err).code).toBe(Status.FAILED_PRECONDITION);
     expect(f.lessor.timeToLive(1).grantedTtlSec).toBe(10);
   });
 
@@ -39,7 +40,7 @@ describe("grant", () => {
     const err = catchError(() => f.lessor.grant(1, MAX_LEASE_TTL_SEC + 1));
     expect(err).toBeInstanceOf(LeaseTtlTooLargeError);
     expect(err.message).toBe("etcdserver: too large lease TTL");
-    expect((err as LeaseTtlTooLargeError).code).toBe(GrpcCode.OutOfRange);
+    expect(toEtcdError(err).code).toBe(Status.OUT_OF_RANGE);
     expect(f.lessor.exists(1)).toBe(false);
     expect(f.lessor.grant(2, MAX_LEASE_TTL_SEC).ttlSec).toBe(9_000_000_000);
   });
@@ -49,7 +50,7 @@ describe("grant", () => {
     const zero = catchError(() => f.lessor.grant(0, 10));
     expect(zero).toBeInstanceOf(LeaseNotFoundError);
     expect(zero.message).toBe("etcdserver: requested lease not found");
-    expect((zero as LeaseNotFoundError).code).toBe(GrpcCode.NotFound);
+    expect(toEtcdError(zero).code).toBe(Status.NOT_FOUND);
     expect(() => f.lessor.grant(2 ** 53, 10)).toThrow(LeaseIdOutOfRangeError);
     expect(() => f.lessor.grant(1.5, 10)).toThrow(LeaseIdOutOfRangeError);
   });

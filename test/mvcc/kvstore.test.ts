@@ -2,7 +2,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ErrCompacted, ErrDuplicateKey, ErrFutureRev, ErrLeaseNotFound, GrpcCode } from '../../src/mvcc/errors.js';
+import { Status } from '../../src/grpc/status.js';
+import { ErrCompacted, ErrDuplicateKey, ErrFutureRev, ErrLeaseNotFound } from '../../src/mvcc/errors.js';
+import { toEtcdError } from '../../src/server/errors.js';
 import type { KvStore } from '../../src/mvcc/kvstore.js';
 import type { LeaseHooks } from '../../src/mvcc/lease_hooks.js';
 import { type CompareTarget, type Event, EventType } from '../../src/mvcc/types.js';
@@ -101,7 +103,7 @@ describe('kv store', () => {
     })();
     expect(compacted).toBeInstanceOf(ErrCompacted);
     expect((compacted as ErrCompacted).message).toBe('etcdserver: mvcc: required revision has been compacted');
-    expect((compacted as ErrCompacted).code).toBe(GrpcCode.OUT_OF_RANGE);
+    expect(toEtcdError(compacted).code).toBe(Status.OUT_OF_RANGE);
     expect(st.range({ key: b('k'), revision: 4 }).kvs[0]!.modRevision).toBe(4);
     expect(() => st.range({ key: b('k'), revision: 7 })).toThrow(ErrFutureRev);
     expect(new ErrFutureRev().message).toBe('etcdserver: mvcc: required revision is a future revision');
@@ -119,7 +121,7 @@ describe('kv store', () => {
     expect(() => checkTxnRequest({ success: [{ requestTxn: { success: [put('a')], failure: [put('a')] } }] })).not.toThrow();
     expect(() => checkTxnRequest({ success: [del('a', 'c'), del('b', 'd')] })).not.toThrow();
     expect(() => checkTxnRequest({ success: [put('a')], failure: [put('a')] })).not.toThrow();
-    expect(new ErrDuplicateKey().code).toBe(GrpcCode.INVALID_ARGUMENT);
+    expect(toEtcdError(new ErrDuplicateKey()).code).toBe(Status.INVALID_ARGUMENT);
     const st = fresh();
     const res = st.apply(1, 1, { txn: { success: [put('a'), put('a')] } });
     expect(res?.error).toBeInstanceOf(ErrDuplicateKey);
@@ -159,7 +161,7 @@ describe('kv store', () => {
     const err = st.apply(1, 1, { put: { key: b('a'), value: b('1'), lease: 9 } })!.error;
     expect(err).toBeInstanceOf(ErrLeaseNotFound);
     expect(err!.message).toBe('etcdserver: requested lease not found');
-    expect(err!.code).toBe(GrpcCode.NOT_FOUND);
+    expect(toEtcdError(err).code).toBe(Status.NOT_FOUND);
     expect(st.currentRevision()).toBe(1);
     st.put({ key: b('a'), value: b('1'), lease: 7 });
     st.put({ key: b('a'), value: b('2'), ignoreLease: true });

@@ -7,18 +7,18 @@
  */
 import type { MemberHandlers, ServerWritable } from "../../grpc/index.js";
 import type { KeyValue, LeaderKey, LeaderResponseInit, ResponseHeader } from "../../pb/member-types.js";
-import { GrpcError } from "../../grpc/index.js";
+import { GrpcError, Status } from "../../grpc/index.js";
 import { CompareResult, CompareTarget, EventType } from "../../mvcc/types.js";
 import type { V3Server } from "../v3_server.js";
-import { Code, Errors } from "../errors.js";
+import { Errors } from "../errors.js";
 import { REQUIRE_LEADER_KEY, requireLeaderIfAsked } from "./guard.js";
 import { firstCreate, prefixRange, Session, viaClient } from "./lock.js";
 import { LeaderLossMonitor } from "./watch.js";
 
 /** etcd's errors here are plain Go errors: gRPC answers them with code Unknown and their text. */
-const errElectionNotLeader = () => new GrpcError(Code.Unknown, "election: not leader");
-const errElectionNoLeader = () => new GrpcError(Code.Unknown, "election: no leader");
-const errMissingLeaderKey = () => new GrpcError(Code.Unknown, '"leader" field must be provided');
+const errElectionNotLeader = () => new GrpcError(Status.UNKNOWN, "election: not leader");
+const errElectionNoLeader = () => new GrpcError(Status.UNKNOWN, "election: no leader");
+const errMissingLeaderKey = () => new GrpcError(Status.UNKNOWN, '"leader" field must be provided');
 
 const SLASH = Buffer.from("/");
 

@@ -3,9 +3,9 @@
  * by the leader's lessor (it owns the expiry clock): the member asks the leader when it is a
  * follower.
  */
-import type { MemberHandlers } from "../../grpc/index.js";
+import { Status, type MemberHandlers } from "../../grpc/index.js";
 import { MAX_LEASE_TTL_SEC } from "../../lease/ttl.js";
-import { Errors } from "../errors.js";
+import { Errors, toEtcdError } from "../errors.js";
 import type { V3Server } from "../v3_server.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
@@ -41,9 +41,8 @@ export function leaseService(s: V3Server, quota: Quota): MemberHandlers<"etcdser
             const TTL = await s.leaseRenew(req.ID);
             call.write({ header: header(s), ID: req.ID, TTL });
           } catch (e) {
-            const err = e as { code?: number };
             // etcd answers an unknown lease with TTL 0 on the stream, and ends it on other errors.
-            if (err.code === 5) call.write({ header: header(s), ID: req.ID, TTL: 0 });
+            if (toEtcdError(e).code === Status.NOT_FOUND) call.write({ header: header(s), ID: req.ID, TTL: 0 });
             else call.fail(e as Error);
           }
         });

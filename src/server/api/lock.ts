@@ -11,7 +11,7 @@
  * The session helpers below (`Session`) are shared with the election service.
  */
 import type { MemberHandlers } from "../../grpc/index.js";
-import { GrpcError } from "../../grpc/index.js";
+import { GrpcError, Status } from "../../grpc/index.js";
 import {
   CompareResult,
   CompareTarget,
@@ -25,14 +25,14 @@ import {
   type TxnResponse,
 } from "../../mvcc/types.js";
 import type { V3Server } from "../v3_server.js";
-import { Code, Errors, toEtcdError } from "../errors.js";
+import { Errors, toEtcdError } from "../errors.js";
 import { requireLeaderIfAsked } from "./guard.js";
 import { header, type ResponseHeader } from "./header.js";
 
 /** concurrency.defaultSessionTTL: the lease granted when a request names none. */
 const DEFAULT_SESSION_TTL_SEC = 60;
 /** concurrency.ErrSessionExpired: the waiter's own key vanished (its lease expired) while it waited. */
-export const sessionExpired = () => new GrpcError(Code.Unknown, "session expired");
+export const sessionExpired = () => new GrpcError(Status.UNKNOWN, "session expired");
 
 /**
  * etcd runs these services through an in-process client whose errors lose their gRPC code on the
@@ -44,7 +44,7 @@ export async function viaClient<T>(f: () => Promise<T>): Promise<T> {
     return await f();
   } catch (e) {
     const g = toEtcdError(e);
-    throw g.code === Code.Unknown ? g : new GrpcError(Code.Unknown, g.message);
+    throw g.code === Status.UNKNOWN ? g : new GrpcError(Status.UNKNOWN, g.message);
   }
 }
 
