@@ -23,7 +23,7 @@ import {
   META_BUCKET,
   SCHEDULED_COMPACT_KEY,
 } from "./buckets.js";
-import type { EtcdAuthState } from "./backend_writer.js";
+import type { EtcdAuthState, EtcdBackendContent } from "./backend_writer.js";
 import {
   decodeAlarm,
   decodeKeyValue,
@@ -187,10 +187,30 @@ export class EtcdBackendReader {
     const enabled = this.metaValue(AUTH_BUCKET, AUTH_ENABLED_KEY, 1);
     const revision = this.metaValue(AUTH_BUCKET, AUTH_REVISION_KEY, 8);
     return {
-      enabled: enabled !== undefined && enabled[0] === 1,
+      enabled: enabled === undefined ? undefined : enabled[0] === 1,
       revision: revision ? Buffer.from(revision).readBigUInt64BE(0) : 0n,
       users: [...this.entriesOf(AUTH_USERS_BUCKET)].map((e) => this.decode(e, AUTH_USERS_BUCKET, "authpb.User", decodeUser)),
       roles: [...this.entriesOf(AUTH_ROLES_BUCKET)].map((e) => this.decode(e, AUTH_ROLES_BUCKET, "authpb.Role", decodeRole)),
+    };
+  }
+
+  /**
+   * Everything in the backend as writer input (revisions and leases stay lazy and can be iterated
+   * again, so the content also feeds the two-pass snapshot stream while this reader is open).
+   */
+  content(): EtcdBackendContent {
+    const compact = this.compactRevisions();
+    return {
+      revisions: { [Symbol.iterator]: () => this.revisions() },
+      leases: { [Symbol.iterator]: () => this.leases() },
+      consistentIndex: this.consistentIndex(),
+      scheduledCompactRevision: compact.scheduled,
+      finishedCompactRevision: compact.finished,
+      members: this.members(),
+      removedMemberIds: this.removedMemberIds(),
+      clusterVersion: this.clusterVersion(),
+      alarms: this.alarms(),
+      auth: this.auth(),
     };
   }
 }

@@ -45,7 +45,8 @@ import { encodeRevisionKey } from "./revision_key.js";
 import { appendSnapshotHash } from "./snapshot_hash.js";
 
 export interface EtcdAuthState {
-  readonly enabled: boolean;
+  /** undefined: no authEnabled key (auth never enabled; etcd reads that as disabled). */
+  readonly enabled: boolean | undefined;
   readonly revision: bigint;
   readonly users: readonly EtcdUser[];
   readonly roles: readonly EtcdRole[];
@@ -109,7 +110,7 @@ export async function writeEtcdBuckets(
   w.endBucket();
   w.beginBucket(AUTH_BUCKET);
   if (content.auth) {
-    w.put(AUTH_ENABLED_KEY, Uint8Array.of(content.auth.enabled ? 1 : 0));
+    if (content.auth.enabled !== undefined) w.put(AUTH_ENABLED_KEY, Uint8Array.of(content.auth.enabled ? 1 : 0));
     w.put(AUTH_REVISION_KEY, u64be(content.auth.revision));
   }
   w.endBucket();

@@ -72,7 +72,8 @@ export interface EtcdUser {
   readonly name: Uint8Array;
   readonly password: Uint8Array;
   readonly roles: readonly string[];
-  readonly noPassword: boolean;
+  /** authpb.UserAddOptions; etcd 3.4 stores it present (even when empty) for users added through the API. */
+  readonly options: { readonly noPassword: boolean } | undefined;
 }
 
 /** authpb.Role. */
@@ -152,7 +153,7 @@ export function decodeAlarm(buf: Uint8Array): EtcdAlarm {
 export function encodeUser(u: EtcdUser): Buffer {
   const w = new ProtoFieldWriter().bytesField(1, u.name).bytesField(2, u.password);
   for (const r of u.roles) w.bytesField(3, r, true);
-  if (u.noPassword) w.bytesField(4, new ProtoFieldWriter().uint(1, true).finish(), true);
+  if (u.options) w.bytesField(4, new ProtoFieldWriter().uint(1, u.options.noPassword).finish(), true);
   return w.finish();
 }
 
@@ -160,16 +161,18 @@ export function decodeUser(buf: Uint8Array): EtcdUser {
   let name = EMPTY;
   let password = EMPTY;
   const roles: string[] = [];
-  let noPassword = false;
+  let options: { noPassword: boolean } | undefined;
   for (const f of protoFields(buf)) {
     if (f.field === 1) name = expectBytes(f, "User.name");
     else if (f.field === 2) password = expectBytes(f, "User.password");
     else if (f.field === 3) roles.push(Buffer.from(expectBytes(f, "User.roles")).toString());
     else if (f.field === 4) {
+      let noPassword = false;
       for (const o of protoFields(expectBytes(f, "User.options"))) if (o.field === 1) noPassword = expectVarint(o, "UserAddOptions.no_password") !== 0n;
+      options = { noPassword };
     }
   }
-  return { name, password, roles, noPassword };
+  return { name, password, roles, options };
 }
 
 export function encodeRole(r: EtcdRole): Buffer {
