@@ -30,10 +30,62 @@ export default tseslint.config(
     },
   },
   {
-    // The stores use the backend and raise domain errors: they never import the member or gRPC.
-    files: ["src/mvcc/**/*.ts", "src/lease/**/*.ts"],
+    // The stores use the backend and raise domain errors: they never import the member or gRPC,
+    // know nothing of consensus, and meet each other only through structural interfaces
+    // (lease/types.ts, mvcc/lease_hooks.ts).
+    files: ["src/mvcc/**/*.ts"],
     rules: {
-      "no-restricted-imports": ["error", { patterns: ["../server/**", "../grpc/**"] }],
+      "no-restricted-imports": ["error", { patterns: ["../server/**", "../grpc/**", "../raft/**", "../wal/**", "../lease/**"] }],
+    },
+  },
+  {
+    files: ["src/lease/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: ["../server/**", "../grpc/**", "../raft/**", "../wal/**", "../mvcc/**"] }],
+    },
+  },
+  {
+    // Protobuf is a leaf: generated types and codecs import nothing of ours.
+    files: ["src/pb/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: ["../**"] }],
+    },
+  },
+  {
+    // The gRPC layer serves any proto: it uses pb and its own HTTP/2 front door, never the member or a store.
+    files: ["src/grpc/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        { patterns: ["../server/**", "../mvcc/**", "../lease/**", "../backend/**", "../raft/**", "../wal/**", "../bbolt/**", "../etcd_format/**"] },
+      ],
+    },
+  },
+  {
+    // The HTTP/2 + HPACK front door is the bottom of the gRPC layer: nothing outside itself.
+    files: ["src/grpc/h2/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: ["../**"] }],
+    },
+  },
+  {
+    // The WAL stores raft's records: raft's types are all it may know of the rest.
+    files: ["src/wal/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: [{ regex: "^\\.\\./(?!raft/types\\.js$)", message: "src/wal imports only raft's types" }] }],
+    },
+  },
+  {
+    // bbolt is a file format: nothing of ours; etcd's formats over it never import the member or gRPC.
+    files: ["src/bbolt/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: ["../**"] }],
+    },
+  },
+  {
+    files: ["src/etcd_format/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: ["../server/**", "../grpc/**", "../raft/**", "../wal/**", "../lease/**"] }],
     },
   },
 );
