@@ -3,7 +3,7 @@
  * cut, and nothing else does.
  */
 import { execFile, spawn } from "node:child_process";
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, unlinkSync, writeSync, ftruncateSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, ftruncateSync, linkSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, unlinkSync, writeSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join, resolve } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -153,6 +153,36 @@ describe("lazyfs", () => {
     await cutAndRemount();
     expect(readdirSync(m)).toEqual(["wal"]);
     expect(readFileSync(join(m, "wal", "0.wal"), "utf8")).toBe("segment");
+  });
+
+  it("swaps two directories by renames, and drops a removed one, at the parent's fsync", async () => {
+    const m = await mount();
+    for (const d of ["a", "b", "c"]) {
+      mkdirSync(join(m, d));
+      write(join(m, d, "f"), d, { fsync: true });
+      fsyncPath(join(m, d));
+    }
+    fsyncPath(m);
+    renameSync(join(m, "a"), join(m, "t"));
+    renameSync(join(m, "b"), join(m, "a"));
+    renameSync(join(m, "t"), join(m, "b"));
+    rmSync(join(m, "c"), { recursive: true });
+    fsyncPath(m);
+    await cutAndRemount();
+    expect(readdirSync(m).sort()).toEqual(["a", "b"]);
+    expect(readFileSync(join(m, "a", "f"), "utf8")).toBe("b");
+    expect(readFileSync(join(m, "b", "f"), "utf8")).toBe("a");
+  });
+
+  it("keeps hard links to one inode: an fsync through either name is seen through both", async () => {
+    const m = await mount();
+    write(join(m, "x"), "old", { fsync: true });
+    linkSync(join(m, "x"), join(m, "y"));
+    fsyncPath(m);
+    write(join(m, "y"), "new", { flags: "r+", at: 0, fsync: true });
+    await cutAndRemount();
+    expect(readFileSync(join(m, "x"), "utf8")).toBe("new");
+    expect(readFileSync(join(m, "y"), "utf8")).toBe("new");
   });
 
   it("makes O_DSYNC writes durable as they return", async () => {
