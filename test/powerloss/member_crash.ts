@@ -195,19 +195,26 @@ export async function runMemberCrash(o: CrashOptions): Promise<CrashReport> {
     };
     const workers = Array.from({ length: concurrency }, worker);
 
+    // The cut's clock starts at the first acknowledgement: on a loaded machine the first puts can
+    // take longer than a short seeded delay, and a cut with nothing acknowledged proves nothing.
+    const ackDeadline = Date.now() + 30_000;
+    while (acked.size === 0) {
+      if (Date.now() > ackDeadline || !member.running) throw new Error(`no put acknowledged within 30 s:\n${member.log.slice(-3000)}`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
     let cutDescription: string;
     const t0 = Date.now();
     if (o.cutAt === "delay") {
       const delayMs = Math.floor(200 + rnd() * ((o.maxDelayMs ?? 8000) - 200));
       await new Promise((r) => setTimeout(r, delayMs));
-      cutDescription = `after ${delayMs} ms of load`;
+      cutDescription = `${delayMs} ms after the first acknowledged put`;
     } else if (o.cutAt === "compact" || o.cutAt === "defrag") {
       const delayMs = Math.floor(200 + rnd() * ((o.maxDelayMs ?? 8000) - 200));
       await new Promise((r) => setTimeout(r, delayMs));
       const at = Math.max(1, ...acked.values());
       if (o.cutAt === "compact") await conn.compact(at, 30_000);
       else await conn.defragment(60_000);
-      cutDescription = `right after ${o.cutAt === "compact" ? `Compact(${at})` : "Defragment"} returned, issued ${delayMs} ms into the load`;
+      cutDescription = `right after ${o.cutAt === "compact" ? `Compact(${at})` : "Defragment"} returned, issued ${delayMs} ms after the first acknowledged put`;
     } else {
       const needle = o.cutAt === "snapshot" ? '"msg":"saved snapshot"' : '"msg":"purged WAL segment"';
       const occurrence = 1 + Math.floor(rnd() * 3);
@@ -216,8 +223,8 @@ export async function runMemberCrash(o: CrashOptions): Promise<CrashReport> {
       // synced, WAL marker not yet written) and the server's (marker written, WAL segments released).
       const which = o.cutAt === "snapshot" ? (occurrence % 2 === 1 ? " (the snap file's)" : " (the server's, after the WAL release)") : "";
       cutDescription = seen
-        ? `right after ${needle} #${occurrence}${which} (${Date.now() - t0} ms into the load)`
-        : `trigger ${needle} #${occurrence} never came (${Date.now() - t0} ms into the load)`;
+        ? `right after ${needle} #${occurrence}${which} (${Date.now() - t0} ms after the first acknowledged put)`
+        : `trigger ${needle} #${occurrence} never came (${Date.now() - t0} ms after the first acknowledged put)`;
     }
     // The power cut: the process dies with the machine; lazyfs drops what was not durable.
     await member.kill("SIGKILL");
