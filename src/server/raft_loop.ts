@@ -28,7 +28,8 @@ const APPLY_BATCH_MAX = 1024;
 export interface RaftLoopOptions {
   memberId: NodeId;
   raw: RawNode;
-  storage: Pick<RaftStorage, "persist" | "memory">;
+  /** Persists each Ready; `memory` is what raft reads (its last index: what is durable). */
+  storage: { persist: RaftStorage["persist"]; memory: { lastIndex(): number } };
   /** Sends plain messages to peers (MsgSnap goes through `snapshots` first). */
   send(msgs: Message[]): void;
   /** Applies one committed entry; returns the request id and outcome when a handler may wait. */
@@ -36,7 +37,7 @@ export interface RaftLoopOptions {
   proposals: Proposals;
   readIndex: ReadIndex;
   applyWait: WaitTime;
-  snapshots: Snapshots;
+  snapshots: Pick<Snapshots, "take" | "stage" | "install" | "merged">;
   /** --snapshot-count. */
   snapshotCount: number;
   /** How long a leadership transfer may take. */
