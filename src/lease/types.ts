@@ -18,7 +18,7 @@ export const NO_LEASE: LeaseId = 0;
 /** Milliseconds from an arbitrary origin, never going backwards (e.g. performance.now()). */
 export type Clock = () => number;
 
-/** The SQLite handle the lessor persists to (the MVCC backend's own, inside its batched transaction). */
+/** A bare SQLite handle holding the lease table (tests, tools); in a member the lessor registers with the backend instead. */
 export type LeaseDatabase = Database;
 
 /**
