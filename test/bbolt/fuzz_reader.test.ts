@@ -13,7 +13,8 @@ import { BoltFormatError, BoltReader } from "../../src/bbolt/index.js";
 import { EtcdBackendReader, SnapshotHashError, writeEtcdBackend, writeEtcdSnapshot, type EtcdRevisionRecord } from "../../src/etcd_format/index.js";
 import { mulberry32 } from "../prng.js";
 import { testSeed } from "../seed.js";
-import { buildModel, describeModel, modelToFile, readModel } from "./model.js";
+import { damagedOutcome as outcomeOf, flipBits, readAll } from "./damage.js";
+import { buildModel, modelToFile } from "./model.js";
 
 const dir = mkdtempSync(join(tmpdir(), "etcetera-bbolt-fuzz-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -28,29 +29,6 @@ function sampleFile(rand: () => number, pageSize: number): Uint8Array {
     items.push({ path, key: Buffer.from(`k${Math.floor(rand() * 100000)}`), value });
   }
   return modelToFile(buildModel(items), { pageSize });
-}
-
-/** Everything a reader can be asked: open, check, every bucket and key. Returns a digest. */
-function readAll(bytes: Uint8Array): string {
-  const r = BoltReader.fromBuffer(bytes, "fuzzed.db");
-  const problems = r.check();
-  return JSON.stringify([problems, describeModel(readModel(r))]);
-}
-
-type Outcome = "refused" | "read";
-
-function outcomeOf(bytes: Uint8Array): Outcome {
-  let first: string;
-  try {
-    first = readAll(bytes);
-  } catch (err) {
-    if (!(err instanceof BoltFormatError)) throw err;
-    expect(err.message).toContain("fuzzed.db");
-    expect(err.message).toMatch(/byte offset \d+/);
-    return "refused";
-  }
-  expect(readAll(bytes)).toBe(first);
-  return "read";
 }
 
 describe("bbolt reader on damaged files", () => {
@@ -70,14 +48,7 @@ describe("bbolt reader on damaged files", () => {
       }
       // Bit flips: anywhere, and concentrated in page headers and element tables.
       for (let i = 0; i < 400; i++) {
-        const bad = Uint8Array.from(good);
-        const flips = 1 + Math.floor(rand() * 3);
-        for (let f = 0; f < flips; f++) {
-          const page = Math.floor(rand() * (good.length / pageSize));
-          const off = i % 2 === 0 ? Math.floor(rand() * good.length) : page * pageSize + Math.floor(rand() * 96);
-          bad[off]! ^= 1 << Math.floor(rand() * 8);
-        }
-        counts[outcomeOf(bad)]++;
+        counts[outcomeOf(flipBits(good, pageSize, rand, i % 2 === 1))]++;
       }
       console.log(`page size ${pageSize}: ${counts.refused} refused, ${counts.read} read consistently`);
       expect(counts.refused).toBeGreaterThan(150);

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BoltReader } from "../../src/bbolt/index.js";
 import { mulberry32 } from "../prng.js";
 import { testSeed } from "../seed.js";
+import { damagedOutcome, flipBits } from "./damage.js";
 import { buildModel, modelToFile } from "./model.js";
 import { buildBboltTool, dumpWithOurReader, type ToolResult } from "./real_bbolt.js";
 
@@ -72,5 +73,17 @@ describe("real bbolt", () => {
     expect(r.bucket("a", "child1")!.root).toBe(0); // inline
     expect(r.bucket("a", "child3")!.root).toBeGreaterThan(1);
     expect(dumpWithOurReader(r)).toEqual(made.lines);
+
+    // The reader fuzz on a (smaller) file real bbolt wrote: half-full pages, a freelist with ids.
+    const small = join(dir, "theirs-small.db");
+    expect((await tool(["gen", small, String(seed), "2000"])).code).toBe(0);
+    const good = readFileSync(small);
+    const inUse = BoltReader.fromBuffer(good).highWaterMark * 4096; // bbolt's file grows ahead of its pages
+    const rand = mulberry32(seed);
+    const counts = { refused: 0, read: 0 };
+    for (let i = 0; i < 120; i++) counts[damagedOutcome(flipBits(good.subarray(0, inUse), 4096, rand, i % 2 === 1))]++;
+    for (let i = 0; i < 20; i++) expect(damagedOutcome(good.subarray(0, Math.floor(rand() * inUse)))).toBe("refused");
+    console.log(`real bbolt file, 120 bit flips: ${counts.refused} refused, ${counts.read} read consistently`);
+    expect(counts.refused).toBeGreaterThan(20);
   });
 });

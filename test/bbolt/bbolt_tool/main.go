@@ -3,7 +3,7 @@
 //
 //	bbolt_tool dump FILE          Tx.Check, then every bucket and key (read-only open)
 //	bbolt_tool mutate FILE SEED   opens read-write, adds and deletes keys in every bucket, commits, then dump
-//	bbolt_tool gen FILE SEED      writes a new database (nested, inline, big values, many keys), then dump
+//	bbolt_tool gen FILE SEED [N]  writes a new database (nested, inline, big values, N keys in "many"; 30000), then dump
 //
 // dump prints "B <path>" for a bucket and "K <path> <key> <len> <sha256>" for a key, paths as
 // hex names joined by '/', in bbolt's order; any Tx.Check error is printed as "ERR <text>" and
@@ -153,7 +153,7 @@ func mutate(file string, seed int64) {
 	dump(file)
 }
 
-func gen(file string, seed int64) {
+func gen(file string, seed int64, many int) {
 	db, err := bolt.Open(file, 0600, nil)
 	if err != nil {
 		fmt.Printf("ERR open: %v\n", err)
@@ -161,11 +161,12 @@ func gen(file string, seed int64) {
 	}
 	r := rand.New(rand.NewSource(seed))
 	err = db.Update(func(tx *bolt.Tx) error {
+		manyKeys := many
 		many, err := tx.CreateBucket([]byte("many"))
 		if err != nil {
 			return err
 		}
-		for i := 0; i < 30000; i++ {
+		for i := 0; i < manyKeys; i++ {
 			if err := many.Put([]byte(fmt.Sprintf("k%08d", r.Intn(100000000))), value(r)); err != nil {
 				return err
 			}
@@ -186,6 +187,9 @@ func gen(file string, seed int64) {
 					return err
 				}
 				n := []int{0, 3, 300, 3000}[j] // empty, inline, one page or more, many pages
+				if n > manyKeys/10 {
+					n = manyKeys / 10
+				}
 				for k := 0; k < n; k++ {
 					if err := child.Put([]byte(fmt.Sprintf("c%06d", k)), value(r)); err != nil {
 						return err
@@ -244,7 +248,16 @@ func main() {
 	case "mutate":
 		mutate(os.Args[2], seed)
 	case "gen":
-		gen(os.Args[2], seed)
+		n := 30000
+		if len(os.Args) > 4 {
+			v, err := strconv.Atoi(os.Args[4])
+			if err != nil {
+				fmt.Println("bad key count")
+				os.Exit(2)
+			}
+			n = v
+		}
+		gen(os.Args[2], seed, n)
 	default:
 		fmt.Println("unknown command")
 		os.Exit(2)
