@@ -2,6 +2,7 @@
  * npx tsx scripts/chaos.ts --duration SECONDS --seed N --faults kill,pause,partition,oneway,delay,reset,transfer,compact,defrag
  *                          [--target etcd|etcetera] [--clients N] [--keys N] [--think-ms MS] [--out DIR]
  *                          [--inject-client-bug stale-read[=RATE] | serializable-reads]   (TEST-ONLY: proves the checks have teeth)
+ *                          [--inject-server-bug follower-local-read]   (TEST-ONLY, etcetera: src/server/test_bugs.ts)
  *                          [--progress-requests on|off]   (watchers' WatchProgressRequest; default off for etcd 3.4, etcd#15220)
  *
  * The long run (30 minutes; more keys and think time keep the history checkable):
@@ -24,6 +25,7 @@ const { values } = parseArgs({
     "think-ms": { type: "string", default: "5" },
     out: { type: "string" },
     "inject-client-bug": { type: "string" },
+    "inject-server-bug": { type: "string" },
     /** on|off: watchers send WatchProgressRequest (default: off for etcd 3.4.23, see etcd#15220). */
     "progress-requests": { type: "string" },
   },
@@ -51,6 +53,8 @@ if (bug !== undefined) {
   else if (name === "serializable-reads") serializableGets = true;
   else throw new Error(`unknown client bug ${bug}; known: stale-read[=RATE], serializable-reads`);
 }
+const serverBug = values["inject-server-bug"];
+if (serverBug !== undefined && serverBug !== "follower-local-read") throw new Error(`unknown server bug ${serverBug}; known: follower-local-read`);
 console.log(`chaos seed=${seed} (replay with --seed ${seed})`);
 try {
   const report = await runChaos({
@@ -62,6 +66,7 @@ try {
     thinkMs: Number(values["think-ms"]),
     staleReadRate,
     serializableGets,
+    ...(serverBug !== undefined ? { serverBug } : {}),
     ...(values["progress-requests"] !== undefined ? { progressRequests: values["progress-requests"] === "on" } : {}),
     ...(values.out !== undefined ? { outDir: values.out } : {}),
     log: (l) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${l}`),

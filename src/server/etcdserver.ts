@@ -40,6 +40,7 @@ import { publish } from "./publish.js";
 import { RaftLoop } from "./raft_loop.js";
 import { RaftStorage } from "./raft_storage.js";
 import { ReadIndex } from "./read_index.js";
+import { readGateWithBugs, type TestBug } from "./test_bugs.js";
 import { Snapshots } from "./snapshots.js";
 import { Transport } from "./transport/transport.js";
 import { V3Api } from "./v3_api.js";
@@ -55,6 +56,8 @@ export interface EtcdServerOptions {
   registry: Registry;
   /** Called when the node cannot continue safely (storage failure); the process must exit. */
   onFatal(err: Error): void;
+  /** TEST-ONLY bugs to plant (src/server/test_bugs.ts); none in a real member. */
+  testBugs?: ReadonlySet<TestBug>;
 }
 
 export class EtcdServer {
@@ -136,6 +139,7 @@ export class EtcdServer {
   }
 
   private async startRaft(o: EtcdServerOptions): Promise<void> {
+    const testBugs = o.testBugs ?? new Set<TestBug>();
     const c = this.config;
     const registry = o.registry;
     const raftLogger = componentLogger(this.rootLogger, "raft");
@@ -270,7 +274,7 @@ export class EtcdServer {
       limits: { maxTxnOps: c.maxTxnOps, maxRequestBytes: c.maxRequestBytes, quotaBackendBytes: c.quotaBackendBytes, electionMs: c.electionMs },
       raft: this.loop,
       propose: (req, signal) => this.proposals.propose(req, signal),
-      readIndex: this.readIndex,
+      readIndex: readGateWithBugs(this.readIndex, testBugs, () => this.loop.isLeader()),
       kv: this.kv,
       watchable: this.watchable,
       lessor: this.lessor,

@@ -21,6 +21,7 @@ import { createLogger, type Logger } from "./logger.js";
 import { formatId } from "./member.js";
 import { loadMemberCodecs } from "../pb/protos.js";
 import { tuneV8 } from "./v8_tuning.js";
+import { TEST_BUG_ENV, testBugsFromEnv, type TestBug } from "./test_bugs.js";
 
 function hostPort(url: string): { host: string; port: number } {
   const u = new URL(url);
@@ -41,8 +42,18 @@ export async function main(argv: string[]): Promise<void> {
   for (const w of config.warnings) logger.warn(w);
   if ("error" in heap) logger.warn(heap.error);
   else logger.debug({ heapGrowingPercent: heap.percent }, "heap tuning");
+  const testBugs = testBugsFromEnv(process.env);
+  if ("error" in testBugs) {
+    logger.fatal(testBugs.error);
+    process.exitCode = 1;
+    setImmediate(() => process.exit(1));
+    return;
+  }
+  for (const bug of testBugs.bugs) {
+    logger.error({ testBug: bug }, `TEST-ONLY BUG PLANTED (${TEST_BUG_ENV}=${bug}): this member is deliberately broken and must never hold real data`);
+  }
   try {
-    await serve(config, logger);
+    await serve(config, logger, testBugs.bugs);
   } catch (err) {
     logger.fatal({ err: String(err) }, "failed to start");
     process.exitCode = 1;
@@ -50,7 +61,7 @@ export async function main(argv: string[]): Promise<void> {
   }
 }
 
-async function serve(config: ServerConfig, logger: Logger): Promise<void> {
+async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet<TestBug>): Promise<void> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   logger.info({ name: config.name, dataDir: config.dataDir, initialCluster: config.initialClusterText }, "starting etcetera");
@@ -58,7 +69,7 @@ async function serve(config: ServerConfig, logger: Logger): Promise<void> {
     logger.fatal({ err: String(err) }, "member stopped on a fatal error");
     process.exit(1);
   };
-  const server = await EtcdServer.start({ config, logger, registry, onFatal: fatal });
+  const server = await EtcdServer.start({ config, logger, registry, onFatal: fatal, testBugs });
   // Gauges read at scrape time: server.kv and server.watchable are the same objects for the member's life.
   registerMvccMetrics(registry, server.kv, server.watchable);
   logger.info({ memberId: formatId(server.memberId), clusterId: formatId(server.clusterId) }, "member started");

@@ -33,6 +33,8 @@ export class Member {
   constructor(
     readonly spec: MemberSpec,
     private readonly args: string[],
+    /** Environment of every start of this member (a restart too), under `start`'s extraEnv. */
+    private readonly env: Record<string, string> = {},
   ) {}
 
   get clientUrl(): string {
@@ -46,7 +48,7 @@ export class Member {
     if (this.proc !== undefined) throw new Error(`${this.spec.name} already running`);
     const [cmd, argv] = TARGET_ETCD ? [ETCD_BIN, this.args] : [process.execPath, [SERVER_JS, ...this.args]];
     const proc = spawn(cmd, argv, {
-      env: { ...process.env, ...extraEnv },
+      env: { ...process.env, ...this.env, ...extraEnv },
       stdio: ["ignore", "pipe", "pipe"],
     });
     this.proc = proc;

@@ -1,7 +1,8 @@
 /**
  * A short chaos run (~60 s of faults, every kind in turn) against the harness's target —
  * etcetera, or real etcd with E2E_TARGET=etcd — with a fixed seed (override with SEED=...), then
- * a short run with the TEST-ONLY stale-read client bug that must be reported as a violation.
+ * short runs with TEST-ONLY bugs that must be reported as violations: a client answering reads
+ * from a stale cache, and a server whose followers serve linearizable reads locally.
  * Needs real member processes: it joins CI with the e2e suites.
  */
 import { describe, expect, it } from "vitest";
@@ -41,6 +42,17 @@ describe("chaos", () => {
     const report = await runChaos({ seed: SEED, durationS: 8, faults: ["reset"], staleReadRate: 0.2, log });
     console.log(formatReport(report));
     expect(report.staleReadsInjected).toBeGreaterThan(0);
+    expect(report.linearizable).toBe("no");
+    expect(report.reportFiles.length).toBeGreaterThan(0);
+    expect(report.passed).toBe(false);
+  });
+
+  it(`has teeth: a server whose followers serve linearizable reads locally is reported (seed=${SEED})`, { timeout: 120_000 }, async () => {
+    // The bug is planted in every member (ETCETERA_TEST_BUG=follower-local-read, src/server/test_bugs.ts);
+    // partitions leave a follower serving what it had when it was cut off.
+    const report = await runChaos({ seed: SEED, durationS: 10, faults: ["partition"], serverBug: "follower-local-read", log });
+    console.log(formatReport(report));
+    expect(report.injectedBugs).toEqual(["server:follower-local-read"]);
     expect(report.linearizable).toBe("no");
     expect(report.reportFiles.length).toBeGreaterThan(0);
     expect(report.passed).toBe(false);

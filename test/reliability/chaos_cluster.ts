@@ -19,6 +19,8 @@ export interface ChaosClusterOptions {
   electionMs: number;
   /** Appended to every member's flags. */
   extraArgs?: string[];
+  /** Environment of every member process, restarts included. */
+  env?: Record<string, string>;
 }
 
 export interface ChaosMember {
@@ -78,7 +80,7 @@ export class ChaosCluster {
         `--election-timeout=${opts.electionMs}`,
         "--log-level=info",
         ...(opts.extraArgs ?? []),
-      ]);
+      ], opts.env);
       return { name: s.name, member, proxy: proxies[i]!, id: "", conn: new EtcdConnection(member.endpoint), peakRssKiB: 0, paused: false };
     });
     return new ChaosCluster(dir, members);

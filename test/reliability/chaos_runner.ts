@@ -39,6 +39,11 @@ export interface ChaosOptions {
   staleReadRate?: number;
   /** TEST-ONLY: reads without ReadIndex (serializable Ranges). */
   serializableGets?: boolean;
+  /**
+   * TEST-ONLY: a bug planted in every etcetera member (src/server/test_bugs.ts), e.g.
+   * "follower-local-read": followers serve linearizable reads locally, without ReadIndex.
+   */
+  serverBug?: "follower-local-read";
   heartbeatMs?: number;
   electionMs?: number;
   /**
@@ -143,11 +148,13 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const r = rng(opts.seed);
   log(`chaos: seed=${opts.seed} target=${TARGET_ETCD ? "etcd" : "etcetera"} duration=${opts.durationS}s faults=${opts.faults.join(",")} out=${outDir}`);
   const progressRequests = opts.progressRequests ?? !TARGET_ETCD;
+  if (opts.serverBug !== undefined && TARGET_ETCD) throw new Error("a server-side test bug can only be planted in etcetera");
   const cluster = await ChaosCluster.create({
     size: 3,
     heartbeatMs: opts.heartbeatMs ?? 100,
     electionMs,
     extraArgs: TARGET_ETCD ? ["--experimental-watch-progress-notify-interval=1s"] : [],
+    env: opts.serverBug !== undefined ? { ETCETERA_TEST_BUG: opts.serverBug, ETCETERA_TEST_BUGS_ALLOWED: "1" } : {},
   });
   let workload: Workload | undefined;
   let injector: FaultInjector | undefined;
@@ -248,7 +255,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       lastCompactRevision: injector.lastCompactRevision,
       peakRssMiB: Object.fromEntries(cluster.members.map((m) => [m.name, Math.round((m.peakRssKiB / 1024) * 10) / 10])),
       staleReadsInjected: workload.stats.staleReadsInjected,
-      injectedBugs: [...((opts.staleReadRate ?? 0) > 0 ? [`stale-read=${opts.staleReadRate}`] : []), ...(opts.serializableGets ? ["serializable-reads"] : [])],
+      injectedBugs: [
+        ...((opts.staleReadRate ?? 0) > 0 ? [`stale-read=${opts.staleReadRate}`] : []),
+        ...(opts.serializableGets ? ["serializable-reads"] : []),
+        ...(opts.serverBug !== undefined ? [`server:${opts.serverBug}`] : []),
+      ],
       outDir,
       passed: false,
     };
@@ -285,7 +296,7 @@ export function formatReport(rep: ChaosReport): string {
       `read back from every member: ${rep.readBack.writes} writes, ${rep.readBack.reads} reads, ${rep.readBack.lost} lost, ${rep.readBack.unverified} unverified; missing from the watch streams: ${rep.readBack.missingFromWatch})`,
     ...rep.lostExamples.map((l) => `  ${l}`),
     `peak RSS (VmHWM): ${Object.entries(rep.peakRssMiB).map(([n, v]) => `${n} ${v} MiB`).join(", ")}`,
-    ...(rep.injectedBugs.length > 0 ? [`TEST-ONLY injected client bugs: ${rep.injectedBugs.join(", ")} (stale reads served from cache: ${rep.staleReadsInjected})`] : []),
+    ...(rep.injectedBugs.length > 0 ? [`TEST-ONLY injected bugs: ${rep.injectedBugs.join(", ")} (stale reads served from cache: ${rep.staleReadsInjected})`] : []),
     `result: ${rep.passed ? "PASS" : "FAIL"}   (files: ${rep.outDir})`,
   ];
   return lines.join("\n");
