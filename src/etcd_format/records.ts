@@ -223,8 +223,9 @@ export function encodeMember(m: EtcdMember): Buffer {
 
 export function decodeMember(buf: Uint8Array): EtcdMember {
   const text = Buffer.from(buf).toString();
-  // JSON.parse would round a 64-bit id to a double: take the digits as written first.
-  const idMatch = /"id"\s*:\s*(\d+)/.exec(text);
+  // JSON.parse would round a 64-bit id to a double: take the digits as written first. etcd
+  // writes the id first; anchoring there keeps an "id" inside a name or URL from being taken.
+  const idMatch = /^\s*\{\s*"id"\s*:\s*(\d+)/.exec(text);
   if (!idMatch) throw new ProtoFieldError(`member JSON without a numeric "id": ${text.slice(0, 200)}`);
   let parsed: unknown;
   try {

@@ -346,3 +346,19 @@ describe("a snapshot our writer makes", () => {
     expect(await etcd.ok(["role", "get", "writer"])).toContain("[key/, key0)");
   });
 });
+
+describe("an empty backend our writer makes", () => {
+  it("restores to a real etcd that starts at revision 1 and gives its first put revision 2", async () => {
+    const file = join(dir, "empty.db");
+    await writeEtcdSnapshot(file, { revisions: [], leases: [], consistentIndex: 0n });
+    expect(await ctlStatus(file)).toMatchObject({ revision: 0, totalKey: 1 });
+    const etcd = await RealEtcd.create(dir, "empty");
+    started.push(etcd);
+    const restore = await etcdctlLocal(["snapshot", "restore", file, ...etcd.restoreFlags()]);
+    expect(restore.code, restore.stderr).toBe(0);
+    await etcd.start();
+    expect(await liveKvs(etcd)).toEqual({ revision: 1, kvs: [] });
+    await etcd.ok(["put", "first", "1"]);
+    expect(await liveKvs(etcd)).toMatchObject({ revision: 2, kvs: [{ create_revision: 2, mod_revision: 2, version: 1 }] });
+  });
+});
