@@ -143,21 +143,30 @@ export class Backend {
   // ---- whole-file operations
 
   /**
-   * Writes the committed state as one SQLite file via the online backup API. Commits first, so
-   * the file holds every write applied so far; the copy runs from a second, read-only connection
-   * holding a read transaction (WAL snapshot isolation), so applies continue meanwhile.
+   * Runs `use` on a second, read-only connection holding one read transaction over the committed
+   * state (WAL snapshot isolation): it sees every write applied so far (the batch is committed
+   * first) and nothing after, however long `use` takes, while applies continue on the main
+   * connection. The connection is closed when `use` settles.
    */
-  async snapshot(destPath: string): Promise<void> {
+  async withReadTransaction<T>(use: (db: Database.Database) => Promise<T>): Promise<T> {
     this.forceCommit();
     const reader = new Database(this.path, { readonly: true });
     try {
       reader.exec("BEGIN");
       reader.prepare("SELECT count(*) FROM sqlite_master").get(); // starts the read transaction now
-      await reader.backup(destPath);
+      const result = await use(reader);
       reader.exec("COMMIT");
+      return result;
     } finally {
       reader.close();
     }
+  }
+
+  /** Writes the committed state as one SQLite file via the online backup API, from a read transaction. */
+  async snapshot(destPath: string): Promise<void> {
+    await this.withReadTransaction(async (reader) => {
+      await reader.backup(destPath);
+    });
   }
 
   /**

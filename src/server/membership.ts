@@ -98,7 +98,7 @@ function encodeMember(m: Member): Buffer {
   );
 }
 
-function decodeMember(id: number, value: Buffer): Member {
+export function decodeMember(id: number, value: Buffer): Member {
   const o = JSON.parse(value.toString()) as {
     name: string;
     peerUrls: string[];

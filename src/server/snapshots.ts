@@ -2,8 +2,9 @@
  * The member's snapshots of its backend, in one place:
  * - take: every --snapshot-count applies, commit the backend and save raft's snapshot marker, so
  *   the WAL before it may go (the backend file itself is the state; the marker carries no data);
- * - image: a consistent copy of the backend as one file, for a follower too far behind (the
- *   merged MsgSnap, etcd's createMergedSnapshotMessage) and for a client's Maintenance.Snapshot;
+ * - image: a consistent copy of the backend as one SQLite file, for a follower too far behind (the
+ *   merged MsgSnap, etcd's createMergedSnapshotMessage);
+ * - client: a client's Maintenance.Snapshot, streamed in etcd 3.4's format (etcd_snapshot.ts);
  * - stage + install: a received image is written durably beside the snapshot markers before raft
  *   persists the marker, then the backend is restored from it (every store recovers);
  * - recoverAtStart: a crash between staging and installing leaves the backend behind the WAL's
@@ -14,6 +15,8 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Backend } from "../backend/backend.js";
 import type { ConfState, Message, Snapshot } from "../raft/types.js";
+import type { SnapshotChunk } from "../etcd_format/index.js";
+import { streamBackendSnapshot } from "./etcd_snapshot.js";
 import type { Logger } from "./logger.js";
 import { formatId } from "./member.js";
 import type { RaftStorage } from "./raft_storage.js";
@@ -49,6 +52,13 @@ export class Snapshots {
     } finally {
       await rm(path, { force: true });
     }
+  }
+
+  /** Streams the backend as etcd's snapshot file (bbolt, then its SHA-256) through `send`. */
+  async client(send: (chunk: SnapshotChunk) => Promise<void>): Promise<void> {
+    const started = Date.now();
+    const r = await streamBackendSnapshot(this.o.backend, send);
+    this.o.logger.info({ sizeBytes: r.sizeBytes, revision: r.revision, tookMs: Date.now() - started }, "sent client snapshot");
   }
 
   /** A MsgSnap with the whole backend image in place of raft's (empty) snapshot data. */

@@ -9,6 +9,7 @@ import type { Lessor } from "../lease/lessor.js";
 import type { HashKvResult, KvStore } from "../mvcc/kvstore.js";
 import type { RangeReadResult } from "../mvcc/kvstore_range.js";
 import type * as mvcc from "../mvcc/types.js";
+import type { SnapshotChunk } from "../etcd_format/index.js";
 import type { WatchStream } from "../mvcc/watch_stream.js";
 import type { WatchableStore } from "../mvcc/watchable_store.js";
 import type { AlarmRequest } from "../pb/member-types.js";
@@ -39,7 +40,7 @@ export interface V3ApiOptions {
   alarms: Alarms;
   membership: Membership;
   backend: { sizeBytes(): number };
-  snapshots: Pick<Snapshots, "withImage">;
+  snapshots: Pick<Snapshots, "client">;
   /** Keep-alives and time-to-live of a follower go to the leader's lessor through it. */
   leaderClient: Pick<LeaderClient, "keepAlive" | "timeToLive">;
 }
@@ -193,8 +194,8 @@ export class V3Api implements V3Server {
     this.o.kv.defragment();
   }
 
-  snapshot<T>(use: (path: string) => Promise<T>): Promise<T> {
-    return this.o.snapshots.withImage("client-snapshot", use);
+  snapshot(send: (chunk: SnapshotChunk) => Promise<void>): Promise<void> {
+    return this.o.snapshots.client(send);
   }
 
   watchStream(): WatchStream {

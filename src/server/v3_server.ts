@@ -18,6 +18,7 @@ import type {
   TxnRequest,
   TxnResponse,
 } from "../mvcc/types.js";
+import type { SnapshotChunk } from "../etcd_format/index.js";
 import type { WatchStream } from "../mvcc/watch_stream.js";
 import type { NodeId } from "../raft/types.js";
 import type { AlarmMember, AlarmType } from "./alarms.js";
@@ -98,8 +99,11 @@ export interface V3Server {
   hashKV(revision: number): HashKvResult;
   defragment(): void;
   moveLeader(transferee: NodeId): Promise<void>;
-  /** Runs `use` on a consistent image of the backend in a temporary file (removed afterwards). */
-  snapshot<T>(use: (path: string) => Promise<T>): Promise<T>;
+  /**
+   * Streams the backend at one consistent point as etcd 3.4's snapshot: the bbolt file in chunks
+   * with the bytes still to come, then its SHA-256 (remaining 0).
+   */
+  snapshot(send: (chunk: SnapshotChunk) => Promise<void>): Promise<void>;
 
   // ---- Watch
   watchStream(): WatchStream;

@@ -32,7 +32,7 @@ function setup() {
     alarms,
     membership,
     backend,
-    snapshots: { withImage: async () => Promise.reject(new Error("not used")) },
+    snapshots: { client: async () => Promise.reject(new Error("not used")) },
     leaderClient: { keepAlive: async () => 0, timeToLive: async () => Promise.reject(new Error("not used")) },
   });
   return { api, kv, reads, proposed, setAnswer: (o: ApplyOutcome) => (answer = o) };

@@ -1,8 +1,6 @@
 /**
  * etcdserverpb.Maintenance: Status, Alarm, Hash, HashKV, Defragment, Snapshot, MoveLeader.
  */
-import { createHash } from "node:crypto";
-import { open } from "node:fs/promises";
 import type { CallContext, MemberHandlers, ServerWritable } from "../../grpc/index.js";
 import type { SnapshotResponseInit } from "../../pb/member-types.js";
 import { AlarmAction, AlarmType } from "../alarms.js";
@@ -11,9 +9,6 @@ import { Errors } from "../errors.js";
 import type { V3Server } from "../v3_server.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
-
-/** etcd sends the snapshot in 32 KiB blobs (snapshotSendBufferSize). */
-const SNAPSHOT_CHUNK_BYTES = 32 * 1024;
 
 export function maintenanceService(s: V3Server): MemberHandlers<"etcdserverpb.Maintenance"> {
   return {
@@ -84,31 +79,15 @@ export function maintenanceService(s: V3Server): MemberHandlers<"etcdserverpb.Ma
 }
 
 /**
- * Streams a consistent copy of the backend, then (as etcd does) the sha256 of everything sent, so
- * `etcdctl snapshot restore` can tell a complete file from a cut one.
+ * Streams the backend in etcd 3.4's format (a bbolt file, read at one consistent point) and then,
+ * as etcd does, the SHA-256 of everything sent, so `etcdctl snapshot restore` can tell a complete
+ * file from a cut one. A cancelled call stops the stream between chunks.
  */
 async function streamSnapshot(s: V3Server, call: ServerWritable<SnapshotResponseInit>, ctx: CallContext): Promise<void> {
   requireLeaderIfAsked(s, ctx);
-  await s.snapshot(async (image) => {
-    const fh = await open(image, "r");
-    try {
-      const { size } = await fh.stat();
-      const sha = createHash("sha256");
-      const hdr = header(s);
-      let sent = 0;
-      const buf = Buffer.alloc(SNAPSHOT_CHUNK_BYTES);
-      while (sent < size) {
-        if (ctx.cancelled) return;
-        const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, size - sent), sent);
-        if (bytesRead === 0) throw new Error("snapshot file shrank while streaming");
-        const blob = Buffer.from(buf.subarray(0, bytesRead));
-        sha.update(blob);
-        sent += bytesRead;
-        if (!call.write({ header: hdr, remainingBytes: size - sent + 32, blob })) await call.drain();
-      }
-      call.write({ header: hdr, remainingBytes: 0, blob: sha.digest() });
-    } finally {
-      await fh.close();
-    }
+  const hdr = header(s);
+  await s.snapshot(async (chunk) => {
+    ctx.signal.throwIfAborted(); // the client is gone: stop reading the backend
+    if (!call.write({ header: hdr, remainingBytes: chunk.remainingBytes, blob: chunk.blob })) await call.drain();
   });
 }

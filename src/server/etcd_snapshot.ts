@@ -1,0 +1,118 @@
+/**
+ * A client's snapshot (Maintenance.Snapshot, `etcdctl snapshot save`) in etcd 3.4's format: the
+ * backend's SQLite tables read as etcd's bbolt buckets, so `etcdctl snapshot status` and
+ * `etcdctl snapshot restore` work on it and real etcd starts on the restored data dir.
+ *
+ * Everything is read inside one read transaction of a second connection (Backend.withReadTransaction):
+ * one consistent point, the applied state at the call, while applies continue. The snapshot
+ * stream reads its content twice (a planning pass, then the bytes; bbolt/stream.ts), both times
+ * from that transaction. Rows are read in pages of PAGE_ROWS (bounded memory whatever the
+ * backend's size) and the stream yields to the event loop between records.
+ *
+ * The tables are the stores' own (mvcc's kv and meta, the lessor's lease, alarms, membership):
+ * this file is the one place that knows how each maps onto etcd's buckets.
+ */
+import type { Database } from "better-sqlite3";
+import type { Backend } from "../backend/backend.js";
+import type { EtcdAlarm, EtcdBackendContent, EtcdLease, EtcdMember, EtcdRevisionRecord, SnapshotChunk, SnapshotStreamResult } from "../etcd_format/index.js";
+import { streamEtcdSnapshot } from "../etcd_format/index.js";
+import { META_CONSISTENT_INDEX } from "../mvcc/kvstore.js";
+import { META_FINISHED_COMPACT, META_SCHEDULED_COMPACT } from "../mvcc/kvstore_compaction.js";
+import { revMain, revSub } from "../mvcc/revision.js";
+import { decodeMember } from "./membership.js";
+
+/** Rows per page read from a table (a page is the most of a table held in memory at once). */
+const PAGE_ROWS = 1000;
+
+/**
+ * The cluster bucket's version as etcd 3.4 writes it (major.minor.0 of the cluster): the layout
+ * written here is 3.4's.
+ */
+const CLUSTER_VERSION = "3.4.0";
+
+/**
+ * The auth buckets of an etcd 3.4 that never enabled auth: NewAuthStore creates the three buckets
+ * and commits auth revision 1; authEnabled is written only by AuthEnable/AuthDisable.
+ */
+const AUTH_NEVER_ENABLED = { enabled: undefined, revision: 1n, users: [], roles: [] } as const;
+
+type KvRaw = [number, Buffer, Buffer | null, number, number, number, number];
+
+/** Every row of the kv table in revision order, a page at a time. */
+function* revisions(db: Database): Generator<EtcdRevisionRecord> {
+  const page = db.prepare<[number, number], KvRaw>("SELECT rev, key, value, create_rev, version, lease, tombstone FROM kv WHERE rev > ? ORDER BY rev LIMIT ?").raw();
+  let after = -1;
+  for (;;) {
+    const rows = page.all(after, PAGE_ROWS);
+    for (const [rev, key, value, createRev, version, lease, tombstone] of rows) {
+      const main = revMain(rev);
+      yield {
+        main,
+        sub: revSub(rev),
+        tombstone: tombstone !== 0,
+        kv: { key, createRevision: createRev, modRevision: main, version, value: value ?? Buffer.alloc(0), lease: BigInt(lease) },
+      };
+    }
+    if (rows.length < PAGE_ROWS) return;
+    after = rows[rows.length - 1]![0];
+  }
+}
+
+/** Every lease in id order (the lease bucket's key order for ids below 2^63), a page at a time. */
+function* leases(db: Database): Generator<EtcdLease> {
+  const page = db.prepare<[number, number], { id: number; ttl: number; remaining_ttl: number }>("SELECT id, ttl, remaining_ttl FROM lease WHERE id > ? ORDER BY id LIMIT ?");
+  let after = Number.MIN_SAFE_INTEGER;
+  for (;;) {
+    const rows = page.all(after, PAGE_ROWS);
+    for (const r of rows) yield { id: BigInt(r.id), ttl: r.ttl, remainingTtl: r.remaining_ttl };
+    if (rows.length < PAGE_ROWS) return;
+    after = rows[rows.length - 1]!.id;
+  }
+}
+
+function metaRevision(db: Database, name: string): number | undefined {
+  const v = db.prepare<[string], unknown>("SELECT value FROM meta WHERE name = ?").pluck().get(name);
+  return typeof v === "number" ? v : undefined;
+}
+
+/** The backend as etcd's buckets, read through `db` (a connection inside a read transaction). */
+export function etcdBackendContent(db: Database): EtcdBackendContent {
+  const members: EtcdMember[] = db
+    .prepare<[], { id: number; value: Buffer }>("SELECT id, value FROM members ORDER BY id")
+    .all()
+    .map((row) => {
+      const m = decodeMember(row.id, row.value);
+      return { id: BigInt(m.id), name: m.name, peerURLs: m.peerUrls, clientURLs: m.clientUrls, isLearner: m.isLearner };
+    });
+  const removedMemberIds = db
+    .prepare<[], number>("SELECT id FROM members_removed ORDER BY id")
+    .pluck()
+    .all()
+    .map((id) => BigInt(id));
+  const alarms: EtcdAlarm[] = db
+    .prepare<[], { member_id: number; alarm: number }>("SELECT member_id, alarm FROM alarms")
+    .all()
+    .map((a) => ({ memberId: BigInt(a.member_id), alarm: a.alarm }));
+  const scheduledCompactRevision = metaRevision(db, META_SCHEDULED_COMPACT);
+  const finishedCompactRevision = metaRevision(db, META_FINISHED_COMPACT);
+  return {
+    revisions: revisions(db),
+    leases: leases(db),
+    consistentIndex: BigInt(metaRevision(db, META_CONSISTENT_INDEX) ?? 0),
+    ...(scheduledCompactRevision !== undefined ? { scheduledCompactRevision } : {}),
+    ...(finishedCompactRevision !== undefined ? { finishedCompactRevision } : {}),
+    members,
+    removedMemberIds,
+    clusterVersion: CLUSTER_VERSION,
+    alarms,
+    auth: AUTH_NEVER_ENABLED,
+  };
+}
+
+/**
+ * Streams the backend's committed state as etcd's snapshot (the bbolt file, then its SHA-256)
+ * through `send`, whose promise is the stream's backpressure.
+ */
+export function streamBackendSnapshot(backend: Backend, send: (chunk: SnapshotChunk) => Promise<void> | void): Promise<SnapshotStreamResult> {
+  return backend.withReadTransaction((db) => streamEtcdSnapshot(() => etcdBackendContent(db), send));
+}
