@@ -253,9 +253,4 @@ export class WatchStream implements WatcherSink {
     const prev = this.host.prevKvAt(e.kv.key, e.kv.modRevision - 1);
     return prev === undefined ? e : { ...e, prevKv: prev };
   }
-
-  /** Internal: the store removed a watcher (compaction cancel). */
-  forget(id: number): void {
-    this.watchers.delete(id);
-  }
 }

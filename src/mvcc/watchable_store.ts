@@ -129,7 +129,8 @@ export class WatchableStore implements WatchHost {
   }
 
   allSynced(ws: Iterable<Watcher>): boolean {
-    for (const w of ws) if (w.state !== WatcherState.SYNCED) return false;
+    // A watcher canceled by compaction waits for nothing.
+    for (const w of ws) if (w.state !== WatcherState.SYNCED && w.state !== WatcherState.CANCELED) return false;
     return true;
   }
 
@@ -211,12 +212,12 @@ export class WatchableStore implements WatchHost {
       if (!w.sink.hasRoom()) continue;
       if (w.minRev < compactRev) {
         // etcd: the watcher missed compacted history; cancel it with the compaction revision
-        // (etcd's response carries header revision 0 here).
+        // (etcd's response carries header revision 0 here). It stays known to its stream, as in
+        // etcd's watchStream: a later cancel request for it is answered.
         if (w.sink.trySend({ watchId: w.id, events: [], revision: 0, compactRevision: compactRev, canceled: true })) {
           this.unsynced.delete(w);
           w.state = WatcherState.CANCELED;
           this.progressWatchers.delete(w);
-          (w.sink as WatchStream).forget(w.id);
         }
         continue;
       }

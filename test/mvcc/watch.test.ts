@@ -167,6 +167,13 @@ describe('watchable store', () => {
     const canceled = rs.find((r) => r.watchId === id)!;
     expect(canceled).toEqual({ watchId: id, canceled: true, compactRevision: 6, events: [], revision: 0 });
     expect(rs.find((r) => r.watchId === ok)!.events.map((e) => e.kv.modRevision)).toEqual([6, 7, 8, 9, 10, 11]);
+    // As in etcd's watchStream, the canceled watcher stays known to its stream until the client
+    // cancels it (that cancel is answered); it gets nothing more.
+    expect(st.watcherIds()).toEqual([id, ok]);
+    kv.put({ key: b('k'), value: b('later') });
+    const more = await drainUntil(st, (r) => r.length >= 1);
+    expect(more.map((r) => r.watchId)).toEqual([ok]);
+    expect(st.cancel(id)).toBe(true);
     expect(st.watcherIds()).toEqual([ok]);
   });
 
@@ -190,7 +197,7 @@ describe('watchable store', () => {
     const live = kv.currentRevision();
     const rs = await drainUntil(st, (r) => r.length >= 1);
     expect(rs.map((r) => [r.watchId, r.events.map((e) => e.kv.modRevision)])).toEqual([[minusOne, [live]]]);
-    expect(st.watcherIds()).toEqual([minusOne]);
+    expect(st.watcherIds()).toEqual([minusOne, minusTwo]);
 
     await kv.compact(3);
     const after = ws.watchStream();

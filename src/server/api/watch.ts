@@ -237,7 +237,10 @@ class ServerWatchStream implements LeaderBound {
       watchId: r.watchId,
       events: r.events,
       compactRevision: r.compactRevision ?? 0,
-      canceled: r.canceled === true,
+      // etcd marks a compaction response canceled only when its revision is not 0 (its sendLoop's
+      // `canceled := wresp.CompactRevision != 0`): after a Compact at revision 0, a watch from a
+      // negative start is dropped with compact_revision 0 and canceled false. Found by the RPC fuzzer.
+      canceled: r.compactRevision !== undefined ? r.compactRevision !== 0 : r.canceled === true,
     };
     if (r.canceled) this.fragmented.delete(r.watchId);
     const parts = this.fragmented.has(r.watchId) ? fragmentResponse(wr, this.maxResponseBytes) : [wr];
