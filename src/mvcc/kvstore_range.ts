@@ -127,11 +127,11 @@ export async function readTxn(
         if (op.requestRange) {
           const r = await readRange(t, op.requestRange, opts, signal);
           if (r === null) return null;
-          responses.push({ responseRange: { kvs: r.kvs, more: r.more, count: r.count } });
+          responses.push({ responseRange: { header: { revision: t.currentRev }, kvs: r.kvs, more: r.more, count: r.count } });
         } else if (op.requestTxn) {
           const inner = await run(op.requestTxn);
           if (inner === null) return null;
-          responses.push({ responseTxn: inner });
+          responses.push({ responseTxn: { header: {}, ...inner } });
         } else {
           responses.push({});
         }

@@ -404,11 +404,19 @@ function runTxn(txn: KvTxn, rt: TxnRequest, path: boolean[], at: { i: number }):
   invariant(succeeded !== undefined, 'txn path shorter than the txn');
   const responses: ResponseOp[] = [];
   for (const op of (succeeded ? rt.success : rt.failure) ?? []) {
-    if (op.requestRange) responses.push({ responseRange: applyRange(txn, op.requestRange) });
-    else if (op.requestPut) responses.push({ responsePut: applyPut(txn, op.requestPut) });
-    else if (op.requestDeleteRange) responses.push({ responseDeleteRange: applyDeleteRange(txn, op.requestDeleteRange) });
-    else if (op.requestTxn) responses.push({ responseTxn: runTxn(txn, op.requestTxn, path, at) });
-    else responses.push({});
+    // Each header is the revision as of the op, read after it ran (etcd: the range's, put's or delete's rev).
+    if (op.requestRange) {
+      const r = applyRange(txn, op.requestRange);
+      responses.push({ responseRange: { header: { revision: txn.rev() }, ...r } });
+    } else if (op.requestPut) {
+      const r = applyPut(txn, op.requestPut);
+      responses.push({ responsePut: { header: { revision: txn.rev() }, ...r } });
+    } else if (op.requestDeleteRange) {
+      const r = applyDeleteRange(txn, op.requestDeleteRange);
+      responses.push({ responseDeleteRange: { header: { revision: txn.rev() }, ...r } });
+    } else if (op.requestTxn) {
+      responses.push({ responseTxn: { header: {}, ...runTxn(txn, op.requestTxn, path, at) } });
+    } else responses.push({});
   }
   return { succeeded, responses };
 }

@@ -53,12 +53,21 @@ export type PutResponse = Partial<Pick<pb.PutResponse, 'prevKv'>>;
 /** DeleteRangeResponse's body. */
 export type DeleteRangeResponse = Pick<pb.DeleteRangeResponse, 'deleted' | 'prevKvs'>;
 
+/**
+ * The header etcd's applier puts in each response nested in a txn (etcdserver/apply.go): only the
+ * revision the op saw (the txn's starting revision, or the next one once the txn has changed
+ * something); a nested TxnResponse's header is empty. The member fills only the outer header.
+ */
+export interface NestedHeader {
+  header: { revision?: number };
+}
+
 /** etcdserverpb.ResponseOp: exactly one field is set (oneof response), the result of its RequestOp. */
 export interface ResponseOp {
-  responseRange?: RangeResponse;
-  responsePut?: PutResponse;
-  responseDeleteRange?: DeleteRangeResponse;
-  responseTxn?: TxnResponse;
+  responseRange?: RangeResponse & NestedHeader;
+  responsePut?: PutResponse & NestedHeader;
+  responseDeleteRange?: DeleteRangeResponse & NestedHeader;
+  responseTxn?: TxnResponse & NestedHeader;
 }
 
 /** TxnResponse's body. */
