@@ -30,7 +30,7 @@ export function registerMvccMetrics(registry: Registry, kv: KvStore, watchable?:
   gauge(registry, 'etcd_debugging_mvcc_compact_revision', 'The revision of the last compaction in store.', () => kv.compactRevision());
   gauge(registry, 'etcetera_mvcc_index_keys', 'Keys in the in-memory index (live or with uncompacted history).', () => kv.index.size);
   if (watchable === undefined) return;
-  gauge(registry, 'etcd_debugging_mvcc_watcher_total', 'Total number of watchers.', () => watchable.syncedCount + watchable.unsyncedCount);
+  gauge(registry, 'etcd_debugging_mvcc_watcher_total', 'Total number of watchers.', () => watchable.syncedCount + watchable.unsyncedCount + watchable.compactedCount);
   gauge(registry, 'etcd_debugging_mvcc_slow_watcher_total', 'Total number of unsynced slow watchers.', () => watchable.unsyncedCount);
   gauge(registry, 'etcetera_mvcc_watch_queued_responses', 'Watch responses buffered in streams, not yet consumed.', () => watchable.queuedResponses());
 }

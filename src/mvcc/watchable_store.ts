@@ -50,6 +50,8 @@ export class WatchableStore implements WatchHost {
   private syncSoon = false;
   private progressTimer: NodeJS.Timeout | null = null;
   private closed = false;
+  /** Watchers dropped by compaction that their clients have not canceled yet. */
+  private compacted = 0;
   private readonly o: Required<WatchableStoreOptions>;
 
   constructor(
@@ -93,6 +95,11 @@ export class WatchableStore implements WatchHost {
     return this.unsynced.size;
   }
 
+  /** Watchers dropped by compaction, still in their streams until canceled (etcd's watcherGauge counts them). */
+  get compactedCount(): number {
+    return this.compacted;
+  }
+
   /** Responses waiting in all streams' buffers (each bounded by its bufferMax). */
   queuedResponses(): number {
     let n = 0;
@@ -124,13 +131,14 @@ export class WatchableStore implements WatchHost {
   removeWatcher(w: Watcher): void {
     if (w.state === WatcherState.SYNCED) this.synced.delete(w);
     else if (w.state === WatcherState.UNSYNCED) this.unsynced.delete(w);
+    else if (w.state === WatcherState.COMPACTED) this.compacted--;
     w.state = WatcherState.CANCELED;
     this.progressWatchers.delete(w);
   }
 
   allSynced(ws: Iterable<Watcher>): boolean {
-    // A watcher canceled by compaction waits for nothing.
-    for (const w of ws) if (w.state !== WatcherState.SYNCED && w.state !== WatcherState.CANCELED) return false;
+    // A watcher dropped by compaction waits for nothing.
+    for (const w of ws) if (w.state !== WatcherState.SYNCED && w.state !== WatcherState.COMPACTED) return false;
     return true;
   }
 
@@ -216,7 +224,8 @@ export class WatchableStore implements WatchHost {
         // etcd's watchStream: a later cancel request for it is answered.
         if (w.sink.trySend({ watchId: w.id, events: [], revision: 0, compactRevision: compactRev, canceled: true })) {
           this.unsynced.delete(w);
-          w.state = WatcherState.CANCELED;
+          w.state = WatcherState.COMPACTED;
+          this.compacted++;
           this.progressWatchers.delete(w);
         }
         continue;

@@ -28,6 +28,12 @@ export const enum WatcherState {
   SYNCED = 0,
   UNSYNCED = 1,
   CANCELED = 2,
+  /**
+   * Its next revision was compacted: out of the store's groups and told so once, but still its
+   * stream's until the client cancels it (etcd's w.compacted): its id stays taken, a cancel of it
+   * is answered, and etcd's watcher gauge still counts it.
+   */
+  COMPACTED = 3,
 }
 
 export class Watcher {

@@ -280,6 +280,14 @@ describe("watch", () => {
     const a = await w.watch({ key: "wmet/a" });
     await w.watch({ key: "wmet/b" });
     await eventually(async () => ((await gauge()) === before! + 2 ? true : undefined), 10_000, "watcher_total + 2");
+    // A watcher dropped by compaction (-2 is below etcd's initial compact revision -1) still counts
+    // until its client cancels it: etcd's watcherGauge goes down only in cancelWatcher.
+    const dropped = await w.watch({ key: "wmet/c", start_revision: -2 });
+    expect(await w.next()).toMatchObject({ watch_id: dropped.watch_id, canceled: true, compact_revision: "-1" });
+    await eventually(async () => ((await gauge()) === before! + 3 ? true : undefined), 10_000, "watcher_total + 3");
+    w.cancel(dropped.watch_id);
+    expect((await w.next()).canceled).toBe(true);
+    await eventually(async () => ((await gauge()) === before! + 2 ? true : undefined), 10_000, "watcher_total + 2 again");
     w.cancel(a.watch_id);
     expect((await w.next()).canceled).toBe(true);
     await eventually(async () => ((await gauge()) === before! + 1 ? true : undefined), 10_000, "watcher_total + 1");
@@ -383,7 +391,7 @@ describe("watch", () => {
     const r3 = await kv.put("wx/k", "3");
     await kv.compact(r3);
     const w = watchClient();
-    const created = await w.watch({ key: "wx/k", start_revision: r1 });
+    const created = await w.watch({ key: "wx/k", start_revision: r1, watch_id: 7 });
     expect(created.canceled).toBe(false);
     const c = await w.next();
     expect(c).toMatchObject({ watch_id: created.watch_id, canceled: true, compact_revision: String(r3), events: [] });
@@ -398,6 +406,17 @@ describe("watch", () => {
     const ok = await w.watch({ key: "wx/k", start_revision: r3 });
     const ev = await w.events(ok.watch_id, 1);
     expect(Number(ev[0]!.kv.mod_revision)).toBe(r3);
+    // The lowest start of all is compacted too.
+    const lowest = await w.watch({ key: "wx/k", start_revision: "-9223372036854775808" });
+    expect(await w.next()).toMatchObject({ watch_id: lowest.watch_id, canceled: true, compact_revision: String(r3) });
+    // A compacted watcher leaves the store, not its stream (etcd's w.compacted): its id is still
+    // taken, and the client's cancel of it is answered; then the id is free again.
+    w.create({ key: "wx/k", watch_id: created.watch_id });
+    expect(await w.next()).toMatchObject({ watch_id: "-1", created: true, canceled: true, cancel_reason: "mvcc: duplicate watch ID provided on the WatchStream" });
+    w.cancel(created.watch_id);
+    expect(await w.next()).toMatchObject({ watch_id: created.watch_id, created: false, canceled: true, cancel_reason: "" });
+    const again = await w.watch({ key: "wx/k", watch_id: created.watch_id });
+    expect(again).toMatchObject({ watch_id: created.watch_id, canceled: false });
   });
 
   it("prev_kv carries the previous value of puts and deletes", async () => {

@@ -170,10 +170,12 @@ describe('watchable store', () => {
     // As in etcd's watchStream, the canceled watcher stays known to its stream until the client
     // cancels it (that cancel is answered); it gets nothing more.
     expect(st.watcherIds()).toEqual([id, ok]);
+    expect(ws.compactedCount).toBe(1);
     kv.put({ key: b('k'), value: b('later') });
     const more = await drainUntil(st, (r) => r.length >= 1);
     expect(more.map((r) => r.watchId)).toEqual([ok]);
     expect(st.cancel(id)).toBe(true);
+    expect(ws.compactedCount).toBe(0);
     expect(st.watcherIds()).toEqual([ok]);
   });
 
