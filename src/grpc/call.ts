@@ -427,7 +427,8 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
     this.clearTimer();
     this.requests?.destroy(cancelledError("call ended"));
     const stream = this.stream;
-    if (stream.destroyed || this.closed) return;
+    // stream.closed comes before its 'close' event (this.closed): respond() would throw ERR_HTTP2_INVALID_STREAM.
+    if (stream.destroyed || stream.closed || this.closed) return;
     const trailers: Record<string, string> = code === Status.OK && !message && !extra ? OK_TRAILERS : { "grpc-status": String(code) };
     if (message) trailers["grpc-message"] = encodeGrpcMessage(message);
     if (extra) Object.assign(trailers, extra);

@@ -5,6 +5,22 @@
  * JSStreamSocket, so this is a plain Duplex; it costs ~40% more CPU per
  * request than the native socket, which is why only gated-in connections
  * get one (first-request-gate.ts).
+ *
+ * How it ends: only ever by destroy(), and never with an error. JSStreamSocket
+ * (node v20 lib/internal/js_stream_socket.js) asserts in doWrite that no
+ * shutdown is in flight, and nghttp2 writes whenever it likes:
+ * - an 'error' here is re-emitted by JSStreamSocket while it is still alive;
+ *   http2's socketOnError then destroys the session, which writes its GOAWAY
+ *   at once (Http2Session::Close with socket_closed false);
+ * - a client EOF passed on (push(null)) makes JSStreamSocket, a net.Socket
+ *   without allowHalfOpen, end() itself: doShutdown, in flight until our
+ *   _final's socket.end() calls back.
+ * Together (client FIN, then EPIPE/ECONNRESET on a response write) the GOAWAY
+ * hit the in-flight shutdown: ERR_INTERNAL_ASSERTION, an uncaught exception
+ * that killed the member. A destroy without error only emits 'close', on which
+ * JSStreamSocket destroys itself and http2 then closes the session over a
+ * destroyed socket, writing nothing. A client half-close ends the connection
+ * here as it does on a native socket (nghttp2 cannot answer after it anyway).
  */
 
 import type { Socket } from "node:net";
@@ -21,9 +37,9 @@ export class RewritingStream extends Duplex {
     // node:http2 disables Nagle on the socket it is given; this one is not it.
     socket.setNoDelay(true);
     socket.on("data", (chunk: Buffer) => this.fromClient(chunk));
-    socket.once("end", () => this.push(null));
+    socket.once("end", () => this.destroy());
     socket.once("close", () => this.destroy());
-    socket.on("error", (err: Error) => this.destroy(err));
+    socket.on("error", () => this.destroy());
     if (initial.length > 0) this.fromClient(initial);
   }
 
@@ -45,8 +61,9 @@ export class RewritingStream extends Duplex {
     let pieces: Buffer[];
     try {
       pieces = this.rewriter.push(chunk);
-    } catch (err) {
-      this.destroy(err as Error);
+    } catch {
+      // The client broke HTTP/2 framing or HPACK: the connection ends (see the file comment for why without an error).
+      this.destroy();
       return;
     }
     let more = true;
@@ -73,8 +90,9 @@ export class RewritingStream extends Duplex {
     this.socket.end(callback);
   }
 
-  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+  override _destroy(_error: Error | null, callback: (error?: Error | null) => void): void {
     this.socket.destroy();
-    callback(error);
+    // Also an error raised by the stream machinery itself (a write after end...): never an 'error' event (file comment).
+    callback(null);
   }
 }
