@@ -39,6 +39,12 @@ export async function main(argv: string[]): Promise<void> {
   if ("exitCode" in resolved) process.exit(resolved.exitCode);
   const config: ServerConfig = resolved;
   const logger = createLogger({ level: config.logLevel, outputs: config.logOutputs });
+  // A bug escaping to the event loop still kills the member as Node would (exit 1), but
+  // its stack also lands in --log-outputs: Node's own report goes to stderr only.
+  process.on("uncaughtException", (err, origin) => {
+    logger.fatal({ err, origin }, "uncaught exception; exiting");
+    process.exit(1);
+  });
   for (const w of config.warnings) logger.warn(w);
   if ("error" in heap) logger.warn(heap.error);
   else logger.debug({ heapGrowingPercent: heap.percent }, "heap tuning");

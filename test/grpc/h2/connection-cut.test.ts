@@ -1,14 +1,20 @@
 /**
- * Clients cutting a rewritten connection (one served through RewritingStream,
- * which node:http2 wraps in its JSStreamSocket) at any moment must not crash
- * the process. Before the fix, two cuts reached Node internal assertions in
- * JSStreamSocket.doWrite (`kCurrentShutdownRequest === null`): a client FIN
- * (the EOF made JSStreamSocket start a shutdown, and nghttp2 kept writing
- * the response it was sending) and a client RST (the socket error, forwarded
- * as the wrapper's 'error', made http2 destroy the session, whose GOAWAY was
- * written while that shutdown was in flight). Each case runs a handful of
- * connections with a large server-streaming response in flight; the random
- * one mixes call kinds, cut moments and FIN/RST under a printed seed.
+ * Clients cutting a connection at any moment must not crash the process.
+ *
+ * Rewritten connections (served through RewritingStream, which node:http2
+ * wraps in its JSStreamSocket): a node:http2 client's session.destroy() while
+ * a large response streams (client FIN, then EPIPE/ECONNRESET on the server's
+ * writes) reached Node's internal assertion in JSStreamSocket.doWrite
+ * (`kCurrentShutdownRequest === null`): the client EOF had started a
+ * JSStreamSocket shutdown, the socket error was re-emitted as the wrapper's
+ * 'error', and http2's socketOnError destroyed the session, whose GOAWAY was
+ * written while that shutdown was in flight. A lone FIN and a lone RST are
+ * checked as well, and a random mix of call kinds, cut moments and FIN/RST
+ * under a printed seed.
+ *
+ * Both paths: unary calls still waiting for their request message when the
+ * connection goes got 'end' on an already closed stream; the status answer
+ * then threw ERR_HTTP2_INVALID_STREAM from respond() (call.ts).
  */
 
 import http2 from "node:http2";
@@ -23,7 +29,7 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 type Cut = "fin" | "rst" | "destroy";
 
-describe("a rewritten connection cut by its client", () => {
+describe("a connection cut by its client", () => {
   let server: GrpcServer;
   let port: number;
   const stats = new HandlerStats();
@@ -101,8 +107,34 @@ describe("a rewritten connection cut by its client", () => {
     });
   }
 
+  for (const path of ["rewritten", "native"] as const) {
+    for (const cut of ["rst", "destroy"] as const) {
+      it(`${path}, ${cut} while unary calls wait for their request message: no uncaught error, calls released`, async () => {
+        const authority = path === "rewritten" ? `http://127.0.0.1:${port}` : `127.0.0.1:${port}`;
+        const before = server.authorityRewrites;
+        for (let i = 0; i < 4; i++) {
+          const { session, socket } = open();
+          const reqs = Array.from({ length: 3 }, () => {
+            const req = session.request({ ":method": "POST", ":path": "/etceteratest.Echo/Unary", ":authority": authority, "content-type": "application/grpc", te: "trailers" });
+            req.on("error", () => {});
+            return req;
+          });
+          // Part of a message on one stream, nothing on the others.
+          reqs[0]!.write(frame(request.encode({ payload: Buffer.from("x") })).subarray(0, 3));
+          await eventually(() => server.liveCalls === 3, "the calls started");
+          if (cut === "rst") socket.resetAndDestroy();
+          else session.destroy();
+          await released();
+        }
+        await sleep(50);
+        expect(server.authorityRewrites).toBe(path === "rewritten" ? before + 4 : before);
+        expect(uncaught.map((e) => e.stack ?? String(e))).toEqual([]);
+      });
+    }
+  }
+
   it("random call kinds, cut moments and FIN/RST: no uncaught error, everything released", async () => {
-    const seed = seedFor("rewritten connection cut");
+    const seed = seedFor("connection cut");
     let s = seed;
     const rnd = (): number => (s = (Math.imul(s, 1103515245) + 12345) & 0x7fffffff) / 0x80000000;
     const paths = ["/etceteratest.Echo/Bidi", "/etceteratest.Echo/Unary", "/etceteratest.Echo/ServerStream"];
