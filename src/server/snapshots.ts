@@ -10,7 +10,7 @@
  * - recoverAtStart: a crash between staging and installing leaves the backend behind the WAL's
  *   snapshot: the staged image is installed before the log is replayed.
  */
-import { closeSync, fsyncSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Backend } from "../backend/backend.js";
@@ -36,9 +36,14 @@ export class Snapshots {
 
   constructor(private readonly o: SnapshotsOptions) {}
 
-  /** Saves raft's snapshot at the applied `index`; the backend is committed first (it must hold `index`). */
+  /**
+   * Saves raft's snapshot at the applied `index`. The backend is made durable first (committed
+   * and fsynced): the marker lets the WAL release every entry up to `index`, so from then on the
+   * backend file is the only copy of them (issue 20: before, a power cut after a snapshot left a
+   * backend far behind a WAL that no longer held the entries between).
+   */
   async take(index: number, term: number, confState: ConfState): Promise<void> {
-    this.o.backend.forceCommit();
+    await this.o.backend.sync();
     await this.o.storage.snapshotAt(index, confState, new Uint8Array(0));
     this.o.logger.info({ index, term }, "saved snapshot");
   }
@@ -68,16 +73,19 @@ export class Snapshots {
     return { ...m, snapshot: { metadata: m.snapshot!.metadata, data } };
   }
 
-  /** Writes a received image beside the snapshot markers, durably, and returns the marker raft persists. */
+  /**
+   * Writes a received image beside the snapshot markers, durably, and returns the marker raft
+   * persists: written under a temporary name and fsynced, renamed, the directory fsynced, so the
+   * image exists whole under its name before raft's marker can point at it (a cut before leaves
+   * no marker; one after finds the image for recoverAtStart).
+   */
   stage(snap: Snapshot): Snapshot {
     const path = this.imagePath(snap.metadata.index);
-    writeFileSync(path, snap.data);
-    const fd = openSync(path, "r");
-    try {
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
+    const tmp = `${path}.tmp`;
+    writeFileSync(tmp, snap.data);
+    fsyncPath(tmp);
+    renameSync(tmp, path);
+    fsyncPath(this.o.snapDir);
     this.o.logger.info({ index: snap.metadata.index, term: snap.metadata.term, sizeBytes: snap.data.length }, "received database snapshot");
     return { metadata: snap.metadata, data: new Uint8Array(0) };
   }
@@ -93,11 +101,28 @@ export class Snapshots {
     const ci = this.o.consistentIndex();
     if (ci >= snap.metadata.index) return;
     const dbPath = this.imagePath(snap.metadata.index);
+    if (!existsSync(dbPath)) {
+      // Only a received snapshot has an image; a local one requires the backend durable at its index.
+      throw new Error(
+        `${join(this.o.snapDir, "db")} is behind the WAL's snapshot (consistent index ${ci} < snapshot index ${snap.metadata.index}) ` +
+          `and no database image ${dbPath} exists to install: the WAL no longer holds the entries between; refusing to start`,
+      );
+    }
     this.o.logger.warn({ snapshotIndex: snap.metadata.index, consistentIndex: ci, dbPath }, "backend is behind the snapshot; installing the snapshot's database");
     this.install(snap.metadata.index);
   }
 
   private imagePath(index: number): string {
     return join(this.o.snapDir, `${index.toString(16).padStart(16, "0")}.snap.db`);
+  }
+}
+
+/** fsync a file, or a directory so that a rename in it is durable. */
+function fsyncPath(path: string): void {
+  const fd = openSync(path, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
   }
 }
