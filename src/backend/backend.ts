@@ -42,6 +42,8 @@ export interface BackendOptions {
   batchIntervalMs?: number;
   /** Commit once this many writes are pending. etcd: 10,000. */
   batchLimit?: number;
+  /** Told when a restore could not checkpoint the old file completely (for the member's log). */
+  onIncompleteCheckpoint?: (message: string) => void;
 }
 
 /** A store living in the backend. */
@@ -69,6 +71,7 @@ export class Backend {
   private tx: BatchTx;
   private readonly stores: BackendStore[] = [];
   private readonly batchLimit: number;
+  private readonly onIncompleteCheckpoint: ((message: string) => void) | undefined;
   private pending = 0;
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
@@ -78,6 +81,7 @@ export class Backend {
   private constructor(path: string, opts: BackendOptions) {
     this.path = path;
     this.batchLimit = opts.batchLimit ?? 10_000;
+    this.onIncompleteCheckpoint = opts.onIncompleteCheckpoint;
     invariant(this.batchLimit > 0, "batchLimit must be positive");
     this.db = this.connect();
     this.tx = this.newTx();
@@ -206,11 +210,18 @@ export class Backend {
    */
   restore(snapshotPath: string): void {
     this.commitBatch();
-    // The old database complete in its own file, -wal empty, both on disk: a cut anywhere in
-    // installSnapshotFile then finds the old file or the new one, never a -wal of the other.
-    const [ckpt] = this.db.pragma("wal_checkpoint(TRUNCATE)") as { busy: number; log: number }[];
-    invariant(ckpt !== undefined && ckpt.busy === 0 && ckpt.log === 0, `restore: the -wal of ${this.path} could not be checkpointed (a reader is open): ${JSON.stringify(ckpt)}`);
-    for (const f of [`${this.path}-wal`, this.path]) fsyncFileSync(f);
+    // The old database complete in its own file and on disk, so its -wal can go before the new
+    // file is renamed in (a -wal left beside the new file would be replayed into it). A reader
+    // still open (a client's snapshot stream) can keep the checkpoint from copying every frame:
+    // then a cut before the rename is durable may leave the old file without frames it needed;
+    // the member restarts behind the snapshot marker and installs the staged image again.
+    // PASSIVE: copies every frame it may without waiting (TRUNCATE would block the event loop for
+    // the busy timeout on such a reader); the -wal is removed, not reused, so no reset is needed.
+    const [ckpt] = this.db.pragma("wal_checkpoint(PASSIVE)") as { busy: number; log: number; checkpointed: number }[];
+    if (ckpt === undefined || ckpt.log !== ckpt.checkpointed) {
+      this.onIncompleteCheckpoint?.(`the -wal of ${this.path} was not fully checkpointed before the restore (a reader is open): ${JSON.stringify(ckpt)}`);
+    }
+    fsyncFileSync(this.path);
     this.db.close();
     installSnapshotFile(snapshotPath, this.path);
     this.db = this.connect();
@@ -270,21 +281,21 @@ export class Backend {
 }
 
 /**
- * Replaces the database at `dbPath` with a snapshot file (its connection must be closed, its -wal
- * checkpointed to empty and synced). Crash-safe: the copy is written and fsynced under a
- * temporary name, renamed over the database and the directory fsynced, so a power cut leaves the
- * old file or the new one whole (the rename is atomic); the old -wal, empty and synced, is
- * harmless beside either and removed last. A member whose cut kept the old file starts behind
- * the snapshot and installs the staged image again (Snapshots.recoverAtStart).
+ * Replaces the database at `dbPath` with a snapshot file (its connection must be closed, the file
+ * checkpointed and synced). Crash-safe: the old -wal and -shm go first (the directory fsynced),
+ * then the copy is written and fsynced under a temporary name, renamed over the database and the
+ * directory fsynced, so a power cut leaves the old file or the new one whole (the rename is
+ * atomic), never a -wal of one beside the other. A member whose cut kept the old file starts
+ * behind the snapshot and installs the staged image again (Snapshots.recoverAtStart).
  */
 function installSnapshotFile(snapshotPath: string, dbPath: string): void {
+  for (const suffix of ["-wal", "-shm"]) fs.rmSync(`${dbPath}${suffix}`, { force: true });
+  fsyncFileSync(dirname(dbPath));
   const tmp = `${dbPath}.installing`;
   fs.rmSync(tmp, { force: true });
   fs.copyFileSync(snapshotPath, tmp);
   fsyncFileSync(tmp);
   fs.renameSync(tmp, dbPath);
-  fsyncFileSync(dirname(dbPath));
-  for (const suffix of ["-wal", "-shm"]) fs.rmSync(`${dbPath}${suffix}`, { force: true });
   fsyncFileSync(dirname(dbPath));
 }
 

@@ -115,7 +115,7 @@ export class EtcdServer {
 
     mkdirSync(o.config.snapDir, { recursive: true });
     mkdirSync(join(o.config.dataDir, "member"), { recursive: true });
-    this.backend = Backend.open(join(o.config.snapDir, "db"));
+    this.backend = Backend.open(join(o.config.snapDir, "db"), { onIncompleteCheckpoint: (message) => this.logger.warn({}, message) });
     // Stores recover from a snapshot in the order they register, as etcd's: lease, mvcc, alarms, members.
     this.lessor = new Lessor({
       backend: this.backend,

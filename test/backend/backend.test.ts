@@ -134,4 +134,50 @@ describe("backend", () => {
     expect(committedRows(file, "a")).toBe(2);
     be.close();
   });
+
+  it("sync commits the batch and leaves it on disk; a restore leaves no temporary file nor the old -wal beside the new one", async () => {
+    const file = tmpFile();
+    const be = Backend.open(file, { batchIntervalMs: 3_600_000 });
+    const a = new NoteStore("a", []);
+    be.register(a);
+    a.insert!.run("one");
+    const image = path.join(path.dirname(file), "image.db");
+    await be.snapshot(image);
+    a.insert!.run("two");
+    expect(committedRows(file, "a")).toBe(1);
+    await be.sync();
+    expect(committedRows(file, "a")).toBe(2);
+    be.restore(image);
+    expect(fs.existsSync(`${file}.installing`)).toBe(false);
+    // The new connection's -wal (if any) holds no frame of the old file.
+    expect(fs.existsSync(`${file}-wal`) ? fs.statSync(`${file}-wal`).size : 0).toBe(0);
+    expect(committedRows(file, "a")).toBe(1);
+    be.close();
+  });
+
+  it("a restore while a reader is open reports the incomplete checkpoint and still installs the image", async () => {
+    const file = tmpFile();
+    const warnings: string[] = [];
+    const be = Backend.open(file, { batchIntervalMs: 3_600_000, onIncompleteCheckpoint: (m) => warnings.push(m) });
+    const a = new NoteStore("a", []);
+    be.register(a);
+    a.insert!.run("one");
+    const image = path.join(path.dirname(file), "image.db");
+    await be.snapshot(image);
+    let restored: Promise<void> | undefined;
+    const readerSaw = await be.withReadTransaction(async (reader) => {
+      // Frames the open reader keeps from being checkpointed.
+      a.insert!.run("two");
+      be.forceCommit();
+      restored = Promise.resolve().then(() => be.restore(image));
+      await restored;
+      return reader.prepare("SELECT count(*) FROM a").pluck().get() as number;
+    });
+    await restored;
+    expect(readerSaw).toBe(1);
+    expect(warnings.length).toBe(1);
+    expect(warnings[0]).toContain("not fully checkpointed");
+    expect(committedRows(file, "a")).toBe(1);
+    be.close();
+  });
 });
