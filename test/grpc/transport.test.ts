@@ -120,8 +120,10 @@ describe("HTTP/2 settings and keepalive", () => {
     const res = await unary(client.Unary, client, { payload: Buffer.from("k") }, {});
     expect(Buffer.from(res.payload).toString()).toBe("k");
     const session = http2.connect(`http://127.0.0.1:${port}`);
-    // Still failing about once in three clean CI runs as "ping cancelled; no GOAWAY" (the session
-    // went away under the ping): record the session's own error and close so the next failure says how.
+    // Node cancels a ping made while the session is still connecting ("HTTP2 ping cancelled", with
+    // no GOAWAY and no error): the first ping used to follow a 5 ms sleep only, which under a loaded
+    // CI machine came before the handshake, so the ping was never sent. Ping once connected.
+    const connected = new Promise<void>((resolve) => session.once("connect", () => resolve()));
     let sessionEnd = "";
     session.on("error", (err: Error) => (sessionEnd += ` session error: ${err.message};`));
     session.on("close", () => (sessionEnd += " session closed;"));
@@ -129,6 +131,7 @@ describe("HTTP/2 settings and keepalive", () => {
     session.on("goaway", (code: number, _last: number, data?: Buffer) => (goaway = `GOAWAY ${code} ${data?.toString() ?? ""}`));
     const stream = session.request({ ":method": "POST", ":path": "/etceteratest.Echo/Bidi", "content-type": "application/grpc" });
     stream.on("error", () => {});
+    await connected;
     for (let i = 0; i < 5; i++) {
       await new Promise((r) => setTimeout(r, 5));
       // The failure text says why a ping failed (a GOAWAY, and which), so a rare failure explains itself.
