@@ -251,7 +251,10 @@ export class EtcdServer {
       confState: snapshot?.metadata.confState ?? { voters: [], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false },
       onLeadership: (isLeader) => (isLeader ? this.lessor.promote(c.electionMs) : this.lessor.demote()),
       onLeaderChange: (lead) => {
-        if (lead !== NONE) counters.leaderChanges.inc();
+        if (lead === NONE) return;
+        counters.leaderChanges.inc();
+        // Proposals held for want of a leader go to raft in the loop's next round, not a tick later.
+        if (this.proposals.held > 0) this.loop.schedule();
       },
       onSnapshotInstalled: () => this.syncPeers(),
       onFatal: (err) => {

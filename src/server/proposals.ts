@@ -7,7 +7,12 @@
  * passed; "due to leader failure" while there is no leader), or the caller gave up (abort).
  *
  * Requests proposed in one event-loop turn enter raft as one batch at the loop's next turn
- * (flush). This file owns no timer: the server calls `sweep` periodically, with the clock given.
+ * (flush). While no leader is known the batch is held, not refused: etcd's raft node takes no
+ * proposal until it knows a leader (node.run reads propc only then), so a request made before the
+ * first election, or during one, waits for a leader up to its request timeout and fails only then
+ * ("request timed out, possibly due to previous leader failure"). A fresh member therefore shows
+ * etcd_server_proposals_failed_total 0, as etcd's does. This file owns no timer: the server calls
+ * `sweep` periodically, with the clock given.
  */
 import { ProposalDroppedError } from "../raft/index.js";
 import type { ApplyOutcome } from "./apply.js";
@@ -59,6 +64,8 @@ export class Proposals {
   /** Every proposal has the same timeout, so deadlines queue in order: one sweep, not one timer each. */
   private readonly deadlines: Array<{ id: number; atMs: number }> = [];
   private deadlineHead = 0;
+  /** `batch` holds proposals kept back for want of a leader (some may have failed meanwhile). */
+  private holding = false;
   private stopped = false;
 
   constructor(private readonly o: ProposalsOptions) {
@@ -94,18 +101,45 @@ export class Proposals {
     }
   }
 
-  /** Hands the proposals of this turn to raft as one batch; a refused batch fails them all. */
+  /** Proposals held because no leader is known yet (they go to raft once one is). */
+  get held(): number {
+    return this.batch.length;
+  }
+
+  /**
+   * Hands the proposals waiting so far to raft as one batch. Without a leader they stay held (see
+   * the file comment); a batch raft refuses for want of a leader is held again; one refused for
+   * any other reason (a leadership transfer) fails as etcd's does ("leader changed").
+   */
   flush(raft: BatchProposer): void {
     if (this.batch.length === 0) return;
-    const batch = this.batch;
+    let batch = this.batch;
     this.batch = [];
+    if (this.holding) {
+      // Proposals that timed out or were aborted while held are gone from the registry: drop them.
+      batch = batch.filter((p) => this.wait.has(p.id));
+      this.holding = false;
+      if (batch.length === 0) return;
+    }
+    if (!this.o.state.hasLeader()) {
+      this.hold(batch);
+      return;
+    }
     try {
       raft.proposeBatch(batch.map((p) => p.data));
     } catch (err) {
       if (!(err instanceof ProposalDroppedError)) throw err;
-      const make = err.reason === "no leader" ? Errors.noLeader : Errors.leaderChanged;
-      for (const p of batch) this.fail(p.id, make());
+      if (err.reason === "no leader") {
+        this.hold(batch);
+        return;
+      }
+      for (const p of batch) this.fail(p.id, Errors.leaderChanged());
     }
+  }
+
+  private hold(batch: Array<{ id: number; data: Buffer }>): void {
+    this.batch = batch;
+    this.holding = true;
   }
 
   /** The entry of request `id` was applied: its handler (if still waiting) gets the outcome. */

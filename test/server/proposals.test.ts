@@ -88,22 +88,56 @@ describe("proposals", () => {
     expect(p.size).toBe(0);
   });
 
-  it("fails the whole batch raft drops: no leader, or leader changed for any other reason", async () => {
+  it("holds proposals while no leader is known and proposes them once one is, as etcd's raft node does", async () => {
+    const { t, p, raft } = setup();
+    t.leader = false;
+    const a = p.propose({ leaseRevoke: { ID: 1 } });
+    p.flush(raft);
+    expect(raft.batches).toEqual([]);
+    expect(p.held).toBe(1);
+    const b = p.propose({ leaseRevoke: { ID: 2 } });
+    p.flush(raft);
+    expect(p.held).toBe(2);
+    t.leader = true;
+    p.flush(raft);
+    expect(raft.batches.length).toBe(1);
+    expect(raft.batches[0]!.length).toBe(2);
+    for (const id of raft.batches[0]!) p.applied(id, { revision: 1 });
+    expect(await a).toEqual({ revision: 1 });
+    expect(await b).toEqual({ revision: 1 });
+    expect(t.failed).toBe(0);
+  });
+
+  it("holds again a batch raft drops for want of a leader; fails one dropped by a leadership transfer", async () => {
     const { t, p, raft } = setup();
     raft.drop = new ProposalDroppedError("no leader");
     const a = p.propose({ leaseRevoke: { ID: 1 } });
-    const b = p.propose({ leaseRevoke: { ID: 2 } });
     p.flush(raft);
-    expect(await outcome(a)).toBe("etcdserver: no leader");
-    expect(await outcome(b)).toBe("etcdserver: no leader");
+    expect(p.held).toBe(1);
     raft.drop = new ProposalDroppedError("transfer in progress");
     const c = p.propose({ leaseRevoke: { ID: 3 } });
     p.flush(raft);
+    expect(await outcome(a)).toBe("etcdserver: leader changed");
     expect(await outcome(c)).toBe("etcdserver: leader changed");
-    expect(t.failed).toBe(3);
+    expect(t.failed).toBe(2);
     raft.drop = undefined;
     p.flush(raft);
     expect(raft.batches).toEqual([]); // failed proposals do not come back
+  });
+
+  it("fails a held proposal at its deadline with the leader-failure text and never proposes it", async () => {
+    const { t, p, raft } = setup();
+    t.leader = false;
+    const a = p.propose({ leaseRevoke: { ID: 1 } });
+    p.flush(raft);
+    t.ms = TIMEOUT_MS;
+    p.sweep();
+    expect(await outcome(a)).toBe("etcdserver: request timed out, possibly due to previous leader failure");
+    expect(t.failed).toBe(1);
+    t.leader = true;
+    p.flush(raft);
+    expect(raft.batches).toEqual([]);
+    expect(p.held).toBe(0);
   });
 
   it("fails proposals past their deadline, in order, with the leader-failure text while there is no leader", async () => {
