@@ -25,8 +25,10 @@ import { KvStore } from "../mvcc/kvstore.js";
 import { WatchableStore } from "../mvcc/watchable_store.js";
 import { RawNode } from "../raft/index.js";
 import { NONE, type NodeId } from "../raft/types.js";
+import { ErrCompacted } from "../mvcc/errors.js";
 import { Alarms } from "./alarms.js";
 import { Applier } from "./apply.js";
+import { memberCompactable, newCompactor, type Compactor } from "./compactor/index.js";
 import { ETCD_API_VERSION, type ServerConfig } from "./config.js";
 import { IdGenerator } from "./id_gen.js";
 import { LeaseExpiry } from "./lease_expiry.js";
@@ -97,6 +99,8 @@ export class EtcdServer {
   private snapshots!: Snapshots;
   private leaseExpiry!: LeaseExpiry;
   private api!: V3Api;
+  /** --auto-compaction-*: runs paused, resumed while this member leads. */
+  private compactor: Compactor | undefined;
   private tickTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -249,7 +253,12 @@ export class EtcdServer {
       transferTimeoutMs: c.electionMs * 2 + c.heartbeatMs * 10,
       snapshotIndex: snapshot?.metadata.index ?? 0,
       confState: snapshot?.metadata.confState ?? { voters: [], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false },
-      onLeadership: (isLeader) => (isLeader ? this.lessor.promote(c.electionMs) : this.lessor.demote()),
+      onLeadership: (isLeader) => {
+        if (isLeader) this.lessor.promote(c.electionMs);
+        else this.lessor.demote();
+        if (isLeader) this.compactor?.resume();
+        else this.compactor?.pause();
+      },
       onLeaderChange: (lead) => {
         if (lead === NONE) return;
         counters.leaderChanges.inc();
@@ -316,6 +325,7 @@ export class EtcdServer {
       this.loop.schedule();
     }, c.heartbeatMs);
     this.leaseExpiry.start();
+    this.startAutoCompaction();
     this.deadlineTimer = setInterval(() => this.proposals.sweep(), DEADLINE_SWEEP_MS);
     this.loop.schedule();
     void publish({
@@ -333,6 +343,19 @@ export class EtcdServer {
     }).then((published) => {
       if (published) this.readyResolve();
     });
+  }
+
+  private startAutoCompaction(): void {
+    if (this.config.autoCompaction === null) return;
+    const store = memberCompactable({
+      currentRevision: () => this.kv.currentRevision(),
+      proposeCompaction: (revision) => this.proposals.propose({ compaction: { revision } }),
+      isCompacted: (err) => err instanceof ErrCompacted,
+    });
+    this.compactor = newCompactor(this.config.autoCompaction, store, componentLogger(this.rootLogger, "compactor"));
+    // Paused until this member leads (etcd resumes and pauses it on every leader change).
+    if (!this.isLeader()) this.compactor.pause();
+    this.compactor.run();
   }
 
   private syncPeers(): void {
@@ -368,6 +391,7 @@ export class EtcdServer {
     if (this.stopped) return;
     this.stopped = true;
     clearInterval(this.tickTimer);
+    this.compactor?.stop();
     this.leaseExpiry.stop();
     clearInterval(this.deadlineTimer);
     this.proposals.stop();
