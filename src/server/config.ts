@@ -10,6 +10,7 @@ import * as path from "node:path";
 import {
   ConfigError,
   type FlagSpec,
+  flagToEnv,
   parseFlags,
   parseGoBool,
   parseGoDurationMs,
@@ -17,6 +18,8 @@ import {
   parseGoUint,
   parseUrlList,
 } from "./flags.js";
+import { securitySpecsBesides, unsupportedSecurityFlag } from "./tls/flags.js";
+import { tlsUrlWithoutCert } from "./tls/url_check.js";
 
 export { ConfigError } from "./flags.js";
 
@@ -171,12 +174,17 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   { group: "", name: "version", kind: "bool", defaultValue: "false", usage: "Print the version and exit." },
 ];
 
+/** The security flags not (yet) defined above: parsed so that they can be refused by name (src/server/tls/flags.ts). */
+const FAIL_CLOSED_SPECS: readonly FlagSpec[] = securitySpecsBesides(FLAG_SPECS);
+/** What the parser and --help know: FLAG_SPECS, then the security flags. */
+const PARSER_SPECS: readonly FlagSpec[] = [...FLAG_SPECS, ...FAIL_CLOSED_SPECS];
+
 /**
  * Parses etcd's flags and ETCD_* variables into a validated ServerConfig. Pure; throws ConfigError
  * (exitCode 2 for unknown/malformed flags, 1 for values that fail etcd's verification).
  */
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ServerConfig {
-  const parsed = parseFlags(argv, env, FLAG_SPECS);
+  const parsed = parseFlags(argv, env, PARSER_SPECS);
   const raw = (name: string): string => {
     const v = parsed.values.get(name);
     if (v === undefined) throw new Error(`no flag spec for ${name}`);
@@ -184,6 +192,8 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Se
   };
   const isSet = (name: string): boolean => parsed.sources.get(name) !== "default";
   const warnings = [...parsed.warnings];
+  const refused = parsed.help ? undefined : unsupportedSecurityFlag(FAIL_CLOSED_SPECS, raw, (n) => parsed.sources.get(n) ?? "default", flagToEnv);
+  if (refused !== undefined) throw new ConfigError(refused, 1);
   try {
     return buildConfig(raw, isSet, parsed.help, warnings);
   } catch (e) {
@@ -245,9 +255,8 @@ function buildConfig(
   const listenClientUrls = parseUrlList(raw("listen-client-urls"));
   const advertiseClientUrls = parseUrlList(raw("advertise-client-urls"));
   const listenMetricsUrls = raw("listen-metrics-urls") === "" ? [] : parseListenMetricsUrls(raw("listen-metrics-urls"));
-  for (const url of [...listenClientUrls, ...advertiseClientUrls, ...listenPeerUrls, ...initialAdvertisePeerUrls, ...listenMetricsUrls]) {
-    if (/^(https|unixs):/.test(url)) throw verifyError(`TLS is not supported by etcetera (${url})`);
-  }
+  const tlsProblem = tlsUrlWithoutCert({ listenPeerUrls, listenClientUrls, listenMetricsUrls, peerHasCert: false, clientHasCert: false });
+  if (tlsProblem !== undefined) throw verifyError(tlsProblem);
   const initialCluster =
     peerMembers ??
     parseInitialCluster(isSet("initial-cluster") ? raw("initial-cluster") : initialClusterFromName(name, initialAdvertisePeerUrls));
@@ -438,7 +447,7 @@ a flag on the command line wins over the environment.
 export function usageText(): string {
   const lines: string[] = [USAGE_HEADER];
   let group: string | undefined;
-  for (const spec of FLAG_SPECS) {
+  for (const spec of PARSER_SPECS) {
     if (spec.group === "") continue;
     if (spec.group !== group) {
       group = spec.group;

@@ -320,7 +320,17 @@ describe("errors as etcd words them", () => {
     [["--initial-cluster", "garbage"], "error setting up initial cluster: URL scheme must be http, https, unix, or unixs: "],
     [["--name", "n1", "--peers", "n1=http://a:2380", "--initial-cluster", "n1=http://a:2380"], "--peers and --initial-cluster are the same setting; give only one"],
     [["--enable-v2"], "--enable-v2 is not supported: etcetera serves only the v3 API"],
-    [["--listen-peer-urls", "https://127.0.0.1:2380"], "TLS is not supported by etcetera (https://127.0.0.1:2380)"],
+    [["--listen-peer-urls", "https://127.0.0.1:2380"], "cannot listen on TLS for 127.0.0.1:2380: KeyFile and CertFile are not presented"],
+    [["--listen-peer-urls", "unixs://127.0.0.1:2380"], "cannot listen on TLS for 127.0.0.1:2380: KeyFile and CertFile are not presented"],
+    [
+      ["--listen-client-urls", "https://127.0.0.1:2379", "--advertise-client-urls", "https://127.0.0.1:2379"],
+      "TLS key/cert (--cert-file, --key-file) must be provided for client url https://127.0.0.1:2379 with HTTPS scheme",
+    ],
+    [
+      ["--listen-client-urls", "unixs://127.0.0.1:2379", "--advertise-client-urls", "https://127.0.0.1:2379"],
+      "TLS key/cert (--cert-file, --key-file) must be provided for client url unixs://127.0.0.1:2379 with HTTPS scheme",
+    ],
+    [["--listen-metrics-urls", "https://127.0.0.1:2381"], "cannot listen on TLS for 127.0.0.1:2381: KeyFile and CertFile are not presented"],
   ];
   it.each(verifyErrors)("%j exits 1: %s", (argv, message) => {
     const e = errorOf(argv);
