@@ -157,6 +157,7 @@ export class EtcdServer {
       snapshotCatchUpEntries: c.snapshotCatchUpEntries,
       logger: componentLogger(this.rootLogger, "wal"),
       registry,
+      unsafeNoSync: testBugs.has("wal-no-sync"),
     });
     this.rs = storage;
     if (!existed && this.kv.consistentIndex() > 0) {

@@ -22,6 +22,8 @@ export interface RaftStorageOptions {
   snapshotCatchUpEntries: number;
   logger: Logger;
   registry?: Registry;
+  /** TEST-ONLY: see WalOptions.unsafeNoSync (ETCETERA_TEST_BUG=wal-no-sync). */
+  unsafeNoSync?: boolean;
 }
 
 export interface OpenedRaftStorage {
@@ -46,7 +48,7 @@ export class RaftStorage {
       walDir: opts.walDir,
       snapDir: opts.snapDir,
       metadata: { memberId: opts.memberId, clusterId: opts.clusterId },
-      wal: { logger: opts.logger, registry: opts.registry, maxWals: opts.maxWals },
+      wal: { logger: opts.logger, registry: opts.registry, maxWals: opts.maxWals, unsafeNoSync: opts.unsafeNoSync },
       logger: opts.logger,
     });
     if (opened.metadata.memberId !== opts.memberId) {

@@ -7,10 +7,13 @@
  * - follower-local-read: a follower answers linearizable reads (Range, read-only Txn) from its
  *   own state at once, without a ReadIndex round: reads can miss writes the leader has already
  *   acknowledged.
+ * - wal-no-sync: the raft WAL writes entries without syncing them, so an acknowledged write can be
+ *   in no member's durable storage: a power loss of every member loses it (the power-loss suite's
+ *   mutation test, test/powerloss/cluster_crash.test.ts).
  */
 import type { ReadIndex } from "./read_index.js";
 
-export const TEST_BUGS = ["follower-local-read"] as const;
+export const TEST_BUGS = ["follower-local-read", "wal-no-sync"] as const;
 export type TestBug = (typeof TEST_BUGS)[number];
 
 export const TEST_BUG_ENV = "ETCETERA_TEST_BUG";

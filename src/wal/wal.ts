@@ -62,6 +62,12 @@ export interface WalOptions {
   pendingBytesMax?: number;
   /** An fdatasync slower than this logs "slow fdatasync". Default 1000 ms (etcd's warnSyncDuration). */
   warnSyncDurationMs?: number;
+  /**
+   * TEST-ONLY (the power-loss suite's mutation test, ETCETERA_TEST_BUG=wal-no-sync): entries that
+   * must be durable are written without O_DSYNC, so an acknowledged write lives only in the page
+   * cache. Never set for a real member.
+   */
+  unsafeNoSync?: boolean;
 }
 
 /** etcd's warnSyncDuration. */
@@ -132,6 +138,7 @@ export class WAL {
   private readonly batchBytesMax: number;
   private readonly pendingBytesMax: number;
   private readonly warnSyncDurationMs: number;
+  private readonly unsafeNoSync: boolean;
   private readonly pipeline: SegmentPipeline;
 
   private queue: PendingWrite[] = [];
@@ -173,6 +180,7 @@ export class WAL {
     this.batchBytesMax = opts.batchBytesMax ?? 16 * 1024 * 1024;
     this.pendingBytesMax = opts.pendingBytesMax ?? 256 * 1024 * 1024;
     this.warnSyncDurationMs = opts.warnSyncDurationMs ?? WARN_SYNC_DURATION_MS;
+    this.unsafeNoSync = opts.unsafeNoSync === true;
     assert(Number.isInteger(this.maxWals) && this.maxWals >= 0, "maxWals must be a non-negative integer");
     this.acceptedLastIndex = this.writtenLastIndex = replay.lastIndex;
     this.acceptedHardState = this.writtenHardState = replay.hardState;
@@ -470,7 +478,7 @@ export class WAL {
     }
     const buf = w.finish();
     this.pipeline.start();
-    if (mustSync) {
+    if (mustSync && !this.unsafeNoSync) {
       // One O_DSYNC write is a write and an fdatasync of its range in a single trip through the
       // thread pool: half the hops of write-then-datasync on the commit path.
       const t0 = performance.now();

@@ -11,16 +11,16 @@
  * Seeded: the seed picks the cut moment, the load's keys and values and lazyfs's torn write; the
  * report prints it and `npm run powerloss -- --seed N` replays it.
  */
-import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
-import { createRequire } from "node:module";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { Member, SERVER_JS } from "../e2e/harness.js";
+import { type Member, SERVER_JS } from "../e2e/harness.js";
 import { reservePorts } from "../ports.js";
 import { mulberry32 } from "../prng.js";
 import { EtcdConnection } from "../reliability/etcd_client.js";
-import { LazyFs, scratch, unmountAll } from "./lazyfs.js";
+import { integrityOf, killMember, listFiles, namesFileAndOffset, refusalLine, startMember, valueOf, waitForLine } from "./crash_checks.js";
+import { LazyFs, scratch } from "./lazyfs.js";
 
-const require_ = createRequire(import.meta.url);
+export { stopAll } from "./crash_checks.js";
 
 export type CutAt = "delay" | "snapshot" | "wal-purge" | "compact" | "defrag";
 export const CUT_POINTS: readonly CutAt[] = ["delay", "snapshot", "wal-purge", "compact", "defrag"];
@@ -76,74 +76,6 @@ export interface CrashReport {
 }
 
 const KEY_PREFIX = "pl/";
-
-/** Members started here and not yet dead (stopAll kills them if a run is abandoned, e.g. on a timeout). */
-const running = new Set<Member>();
-
-/** Kills every member a run started and unmounts every lazyfs (afterAll: nothing leaks). */
-export async function stopAll(): Promise<void> {
-  for (const m of [...running]) await m.kill("SIGKILL");
-  running.clear();
-  await unmountAll();
-}
-
-function startMember(spec: ConstructorParameters<typeof Member>[0], args: string[]): Member {
-  const m = new Member(spec, args);
-  running.add(m);
-  m.start();
-  return m;
-}
-
-function valueOf(seed: number, n: number, bytes: number): string {
-  const head = `${seed}:${n}:`;
-  return head + String.fromCharCode(97 + (n % 26)).repeat(Math.max(0, bytes - head.length));
-}
-
-function listFiles(root: string, rel = ""): { path: string; bytes: number }[] {
-  const out: { path: string; bytes: number }[] = [];
-  if (!existsSync(join(root, rel))) return out;
-  for (const name of readdirSync(join(root, rel)).sort()) {
-    const p = join(rel, name);
-    const st = statSync(join(root, p));
-    if (st.isDirectory()) out.push(...listFiles(root, p));
-    else out.push({ path: p, bytes: st.size });
-  }
-  return out;
-}
-
-/** integrity_check on a copy of the db (+ its -wal): opening the original would recover it in place. */
-function integrityOf(dbPath: string, scratchDir: string): string {
-  if (!existsSync(dbPath)) return "no database file";
-  mkdirSync(scratchDir, { recursive: true });
-  const copy = join(scratchDir, "db");
-  copyFileSync(dbPath, copy);
-  if (existsSync(`${dbPath}-wal`)) copyFileSync(`${dbPath}-wal`, `${copy}-wal`);
-  const Database = require_("better-sqlite3") as typeof import("better-sqlite3");
-  try {
-    const db = new Database(copy);
-    try {
-      return String(db.pragma("integrity_check", { simple: true }));
-    } finally {
-      db.close();
-    }
-  } catch (e) {
-    return `cannot open: ${(e as Error).message}`;
-  }
-}
-
-function waitForLine(member: Member, needle: string, occurrence: number, timeoutMs: number): Promise<boolean> {
-  return new Promise((res) => {
-    const deadline = Date.now() + timeoutMs;
-    const poll = () => {
-      let count = 0;
-      for (let at = member.log.indexOf(needle); at >= 0; at = member.log.indexOf(needle, at + 1)) count++;
-      if (count >= occurrence) return res(true);
-      if (Date.now() > deadline || !member.running) return res(false);
-      setTimeout(poll, 2);
-    };
-    poll();
-  });
-}
 
 export async function runMemberCrash(o: CrashOptions): Promise<CrashReport> {
   if (!existsSync(SERVER_JS)) throw new Error(`${SERVER_JS} missing: run 'npm run build' first`);
@@ -227,8 +159,7 @@ export async function runMemberCrash(o: CrashOptions): Promise<CrashReport> {
         : `trigger ${needle} #${occurrence} never came (${Date.now() - t0} ms after the first acknowledged put)`;
     }
     // The power cut: the process dies with the machine; lazyfs drops what was not durable.
-    await member.kill("SIGKILL");
-    running.delete(member);
+    await killMember(member);
     stop = true;
     await Promise.all(workers);
     const cutLog = await fs.powerCut();
@@ -271,9 +202,7 @@ export async function runMemberCrash(o: CrashOptions): Promise<CrashReport> {
         );
       }
     }
-    // The refusal is the member's fatal line (earlier lines, e.g. a repaired torn tail, do not count).
-    const fatal = refusal?.split("\n").filter((l) => l.includes('"level":"fatal"')).pop() ?? refusal?.split("\n").slice(-3).join("\n");
-    const refusalNamesFileAndOffset = fatal === undefined ? undefined : /\/[^\s"']+/.test(fatal) && /offset/i.test(fatal);
+    const refusalNamesFileAndOffset = refusal === undefined ? undefined : namesFileAndOffset(refusalLine(refusal));
     const ok = integrity === "ok" && (restart === "started" ? lostCount === 0 : refusalNamesFileAndOffset === true);
     return {
       seed: o.seed,
@@ -296,8 +225,7 @@ export async function runMemberCrash(o: CrashOptions): Promise<CrashReport> {
     };
   } finally {
     conn?.close();
-    await member?.kill("SIGKILL");
-    if (member !== undefined) running.delete(member);
+    if (member !== undefined) await killMember(member);
     await fs?.unmount();
     if (o.keep !== true) s.remove();
   }

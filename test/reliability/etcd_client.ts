@@ -195,6 +195,12 @@ export class EtcdConnection {
     return { memberId: r.header.member_id, leader: r.leader, raftTerm: Number(r.raftTerm), raftIndex: Number(r.raftIndex), revision: Number(r.header.revision) };
   }
 
+  /** HashKV at `revision` (0: the member's current revision), from this member's local state. */
+  async hashKV(revision: number, timeoutMs: number): Promise<{ hash: number; revision: number; compactRevision: number }> {
+    const r = await this.unary<{ header: PbHeader; hash: number; compact_revision: string }>(this.maintenance, "HashKV", { revision: String(revision) }, timeoutMs);
+    return { hash: Number(r.hash), revision: Number(r.header.revision), compactRevision: Number(r.compact_revision) };
+  }
+
   async memberList(timeoutMs: number): Promise<PbMember[]> {
     const r = await this.unary<{ members: PbMember[] }>(this.cluster, "MemberList", {}, timeoutMs);
     return r.members;
