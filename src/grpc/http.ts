@@ -19,6 +19,17 @@ export interface HttpRequest {
   readonly signal: AbortSignal;
   /** Reads the whole body; rejects with HttpError(413) past limitBytes. */
   body(limitBytes: number): Promise<Buffer>;
+  /**
+   * Reads the body as it arrives, for requests that stream (the gateway's watch): chunks in
+   * order, then `onEnd` (also when the client goes away). The returned switch pauses reading.
+   */
+  readBody(onChunk: (chunk: Buffer) => void, onEnd: () => void): BodyFlow;
+}
+
+/** Pauses and resumes reading a request body (the transport's flow control pushes back). */
+export interface BodyFlow {
+  pause(): void;
+  resume(): void;
 }
 
 export interface HttpResponse {
@@ -26,6 +37,8 @@ export interface HttpResponse {
   headers?: Record<string, string>;
   /** A whole body, or a stream of chunks (written with backpressure). */
   body?: string | Uint8Array | AsyncIterable<string | Uint8Array>;
+  /** HTTP/1.1 trailers sent after the body (announce them in a `Trailer` header). */
+  trailers?: Record<string, string>;
 }
 
 export type HttpHandler = (request: HttpRequest) => Promise<HttpResponse | undefined> | HttpResponse | undefined;
@@ -51,7 +64,7 @@ interface HttpExchange {
   writeHead(status: number, headers: Record<string, string>): void;
   /** Writes a chunk; resolves when the transport can take more. */
   write(chunk: string | Uint8Array): Promise<void>;
-  end(chunk?: string | Uint8Array): void;
+  end(chunk?: string | Uint8Array, trailers?: Record<string, string>): void;
   onClose(listener: () => void): void;
 }
 
@@ -101,6 +114,20 @@ function makeRequest(
       return controller.signal;
     },
     body: (limitBytes: number) => readBody(exchange.source, limitBytes),
+    readBody: (onChunk, onEnd) => {
+      const source = exchange.source;
+      let ended = false;
+      const end = (): void => {
+        if (ended) return;
+        ended = true;
+        onEnd();
+      };
+      source.on("data", (chunk: Buffer) => onChunk(chunk));
+      source.once("end", end);
+      source.once("error", end);
+      exchange.onClose(end);
+      return { pause: () => void source.pause(), resume: () => void source.resume() };
+    },
   };
 }
 
@@ -116,7 +143,7 @@ async function respond(exchange: HttpExchange, handler: HttpHandler | undefined,
   exchange.writeHead(response.status, response.headers ?? {});
   const body = response.body;
   if (body === undefined || typeof body === "string" || body instanceof Uint8Array) {
-    exchange.end(body);
+    exchange.end(body, response.trailers);
     return;
   }
   try {
@@ -125,7 +152,7 @@ async function respond(exchange: HttpExchange, handler: HttpHandler | undefined,
       await exchange.write(chunk);
     }
   } finally {
-    exchange.end();
+    exchange.end(undefined, response.trailers);
   }
 }
 
@@ -135,7 +162,14 @@ export function serveHttp1(req: IncomingMessage, res: ServerResponse, handler: H
     source: req,
     writeHead: (status, headers) => void res.writeHead(status, headers),
     write: (chunk) => (res.write(chunk) ? Promise.resolve() : new Promise((r) => res.once("drain", r))),
-    end: (chunk) => void (chunk === undefined ? res.end() : res.end(chunk)),
+    end: (chunk, trailers) => {
+      if (trailers !== undefined) {
+        if (chunk !== undefined) res.write(chunk);
+        res.addTrailers(trailers);
+        res.end();
+      } else if (chunk === undefined) res.end();
+      else res.end(chunk);
+    },
     onClose: (listener) => void res.once("close", listener),
   };
   const request = makeRequest(req.method ?? "GET", req.url ?? "/", req.headers, "1.1", exchange);
@@ -154,6 +188,8 @@ export function serveHttp2(stream: ServerHttp2Stream, headers: IncomingHttpHeade
       if (stream.destroyed) return Promise.resolve();
       return stream.write(chunk) ? Promise.resolve() : new Promise((r) => stream.once("drain", r));
     },
+    // HTTP/2 trailers would need waitForTrailers at respond time; plain HTTP/2 clients of the
+    // gateway get the body without them.
     end: (chunk) => {
       if (!stream.destroyed) stream.end(chunk);
     },

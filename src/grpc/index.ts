@@ -19,9 +19,9 @@ export type {
 } from "./handler.js";
 export type { Metadata } from "./metadata.js";
 export type { EtcdServices, HandlersFor, MemberHandlers, MemberServices, ServiceHandlers } from "./services.js";
-export type { CallObserver } from "./call.js";
+export type { CallObserver, RegisteredMethod } from "./call.js";
 export { ProtoCodecs, type MessageCodec, type MethodDescriptor } from "../pb/codec.js";
 export { loadEtcdCodecs, PROTO_DIR, ETCD_API_FILES } from "../pb/protos.js";
-export type { HttpHandler, HttpRequest, HttpResponse } from "./http.js";
+export type { BodyFlow, HttpHandler, HttpRequest, HttpResponse } from "./http.js";
 export { HttpError } from "./http.js";
 export type { KeepaliveOptions } from "./h2/keepalive.js";

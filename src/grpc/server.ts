@@ -150,6 +150,14 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
     }
   }
 
+  /**
+   * The registered method at a gRPC path, or the error a call to it gets: the JSON gateway calls
+   * the very handlers gRPC calls do, through this.
+   */
+  method(path: string): RegisteredMethod | GrpcError {
+    return this.methods.get(path) ?? this.unknownMethod(path);
+  }
+
   /** Sets the handler of plain HTTP requests (metrics, health, gateway). */
   setHttpHandler(handler: HttpHandler | undefined): void {
     this.httpHandler = handler;

@@ -7,6 +7,7 @@
  * etcd's output and exit code with `configErrorText`.
  */
 import * as path from "node:path";
+import { GATEWAY_FLAG_SPECS } from "./config_gateway.js";
 import {
   ConfigError,
   type FlagSpec,
@@ -94,6 +95,8 @@ export interface ServerConfig {
   readonly maxSnapshots: number;
   readonly maxWals: number;
   readonly maxConcurrentStreams: number;
+  /** --cors: the origins the client port's CORS headers allow ("*" or empty: all). */
+  readonly cors: string;
 
   readonly logLevel: LogLevel;
   /** "zap" (JSON, etcd 3.5's default) or "capnslog" (accepted; etcetera logs JSON either way). */
@@ -170,6 +173,8 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   { group: EXPERIMENTAL, name: "experimental-compaction-batch-limit", kind: "uint", defaultValue: "1000", usage: "Sets the maximum revisions deleted in each compaction batch." },
   { group: EXPERIMENTAL, name: "experimental-snapshot-catchup-entries", kind: "uint", defaultValue: "5000", usage: "Number of entries for a slow follower to catch up after compacting the raft storage entries." },
   { group: EXPERIMENTAL, name: "experimental-watch-progress-notify-interval", kind: "duration", defaultValue: "10m", usage: "Duration of periodical watch progress notification." },
+
+  ...GATEWAY_FLAG_SPECS,
 
   { group: "", name: "version", kind: "bool", defaultValue: "false", usage: "Print the version and exit." },
 ];
@@ -288,6 +293,7 @@ function buildConfig(
     maxSnapshots: parseGoUint(raw("max-snapshots")),
     maxWals: parseGoUint(raw("max-wals")),
     maxConcurrentStreams: parseGoUint(raw("max-concurrent-streams")),
+    cors: raw("cors"),
     logLevel: logLevel as LogLevel,
     logger,
     logOutputs: raw("log-outputs").split(","),

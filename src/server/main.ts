@@ -5,6 +5,7 @@
 import { createServer } from "node:http";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import { GrpcServer, GRPC_OVERHEAD_BYTES, type MemberServices } from "../grpc/index.js";
+import { clientHttp } from "../gateway/index.js";
 import { registerMvccMetrics } from "../mvcc/metrics.js";
 import { clusterService } from "./api/cluster.js";
 import { electionService } from "./api/election.js";
@@ -89,7 +90,6 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
       codecs: loadMemberCodecs(),
       maxReceiveMessageBytes: config.maxRequestBytes + GRPC_OVERHEAD_BYTES,
       maxConcurrentStreams: config.maxConcurrentStreams,
-      http: routes,
     });
     g.addService("etcdserverpb.KV", kvService(server.v3, quota));
     g.addService("etcdserverpb.Lease", leaseService(server.v3, quota));
@@ -98,6 +98,8 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
     g.addService("etcdserverpb.Watch", watchService(server.v3));
     g.addService("v3lockpb.Lock", lockService(server.v3));
     g.addService("v3electionpb.Election", electionService(server.v3));
+    // After the services: the JSON gateway dispatches to the handlers registered above.
+    g.setHttpHandler(clientHttp({ methods: g, routes, cors: config.cors }));
     const { host, port } = hostPort(url);
     await g.listen(port, host);
     grpcServers.push(g);

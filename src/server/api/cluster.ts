@@ -26,7 +26,8 @@ export function clusterService(s: V3Server): MemberHandlers<"etcdserverpb.Cluste
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         const members = await s.memberList(req.linearizable);
-        return { header: header(s), members: members.map(memberPb) };
+        // etcd's cluster server header carries no revision.
+        return { header: { ...header(s), revision: 0 }, members: members.map(memberPb) };
       }),
     MemberAdd: notYet("MemberAdd"),
     MemberRemove: notYet("MemberRemove"),

@@ -33,11 +33,10 @@ export function maintenanceService(s: V3Server): MemberHandlers<"etcdserverpb.Ma
     Alarm: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
-        if (req.action === AlarmAction.GET) {
-          return { header: header(s), alarms: s.listAlarms(req.alarm) };
-        }
-        const { response, revision } = await s.alarm(req, ctx.signal);
-        return { header: header(s, revision), alarms: response.alarms };
+        // etcd 3.4 answers alarms without a header (its applier's AlarmResponse has none).
+        if (req.action === AlarmAction.GET) return { alarms: s.listAlarms(req.alarm) };
+        const { response } = await s.alarm(req, ctx.signal);
+        return { alarms: response.alarms };
       }),
 
     Hash: (_req, ctx) =>
@@ -58,7 +57,8 @@ export function maintenanceService(s: V3Server): MemberHandlers<"etcdserverpb.Ma
       guarded(() => {
         requireLeaderIfAsked(s, ctx);
         s.defragment();
-        return { header: header(s) };
+        // etcd 3.4 answers an empty DefragmentResponse, header included.
+        return {};
       }),
 
     MoveLeader: (req, ctx) =>
