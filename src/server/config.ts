@@ -7,7 +7,6 @@
  * etcd's output and exit code with `configErrorText`.
  */
 import * as path from "node:path";
-import { GATEWAY_FLAG_SPECS } from "./config_gateway.js";
 import {
   ConfigError,
   type FlagSpec,
@@ -173,8 +172,6 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   { group: EXPERIMENTAL, name: "experimental-compaction-batch-limit", kind: "uint", defaultValue: "1000", usage: "Sets the maximum revisions deleted in each compaction batch." },
   { group: EXPERIMENTAL, name: "experimental-snapshot-catchup-entries", kind: "uint", defaultValue: "5000", usage: "Number of entries for a slow follower to catch up after compacting the raft storage entries." },
   { group: EXPERIMENTAL, name: "experimental-watch-progress-notify-interval", kind: "duration", defaultValue: "10m", usage: "Duration of periodical watch progress notification." },
-
-  ...GATEWAY_FLAG_SPECS,
 
   { group: "", name: "version", kind: "bool", defaultValue: "false", usage: "Print the version and exit." },
 ];

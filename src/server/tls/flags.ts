@@ -44,7 +44,10 @@ export const SECURITY_FLAG_SPECS: readonly FlagSpec[] = [
  * Security flags etcetera serves. A name leaves the fail-closed list by being added here, once
  * the protection it asks for is really given.
  */
-export const SUPPORTED_SECURITY_FLAGS: ReadonlySet<string> = new Set<string>([]);
+export const SUPPORTED_SECURITY_FLAGS: ReadonlySet<string> = new Set<string>([
+  // The client port's access controller (src/gateway/access.ts) sends CORS headers as it says.
+  "cors",
+]);
 
 /**
  * The security specs to add to the parser: those not already defined by `defined` (another
