@@ -169,8 +169,9 @@ export class EtcdServer {
       storage,
       consistentIndex: () => this.kv.consistentIndex(),
       logger: this.logger,
+      registry,
     });
-    if (snapshot !== undefined) this.snapshots.recoverAtStart(snapshot);
+    if (snapshot !== undefined) await this.snapshots.recoverAtStart(snapshot);
 
     this.raw = new RawNode({
       id: this.memberId,
@@ -206,8 +207,7 @@ export class EtcdServer {
         committedIndex: () => this.raftIndex(),
         appliedIndex: () => this.raftAppliedIndex(),
         pendingProposals: () => this.proposals.size,
-        // Installing a received snapshot is one synchronous step: a scrape never lands inside it.
-        applyingSnapshot: () => false,
+        applyingSnapshot: () => this.snapshots.installing,
       },
       { memberIdHex: this.memberId.toString(16), version: ETCD_API_VERSION, quotaBackendBytes: c.quotaBackendBytes ?? 0 },
     );
@@ -244,6 +244,7 @@ export class EtcdServer {
       raw: this.raw,
       storage,
       send: (msgs) => this.transport.send(msgs),
+      sendSnapshot: (m, body) => this.transport.sendSnapshot(m, body),
       apply: (e) => applier.apply(e),
       proposals: this.proposals,
       readIndex: this.readIndex,
@@ -318,6 +319,7 @@ export class EtcdServer {
       },
       logger: componentLogger(this.rootLogger, "rafthttp"),
       registry,
+      snapshotSink: (from, m, totalBytes) => this.snapshots.receive(from, m, totalBytes),
     });
     await this.transport.start();
 

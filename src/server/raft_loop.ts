@@ -20,6 +20,7 @@ import type { Proposals } from "./proposals.js";
 import type { RaftStorage } from "./raft_storage.js";
 import type { ReadIndex } from "./read_index.js";
 import type { Snapshots } from "./snapshots.js";
+import type { SnapshotBody } from "./transport/snapshot_body.js";
 import type { WaitTime } from "./wait_time.js";
 
 /** Entries applied per turn before yielding to the event loop. */
@@ -32,12 +33,14 @@ export interface RaftLoopOptions {
   storage: { persist: RaftStorage["persist"]; memory: { lastIndex(): number } };
   /** Sends plain messages to peers (MsgSnap goes through `snapshots` first). */
   send(msgs: Message[]): void;
+  /** Sends a merged MsgSnap whose data is read from `body` as it goes out. */
+  sendSnapshot(m: Message, body: SnapshotBody): void;
   /** Applies one committed entry; returns the request id and outcome when a handler may wait. */
   apply(e: Entry): { id: number; outcome: ApplyOutcome } | undefined;
   proposals: Proposals;
   readIndex: ReadIndex;
   applyWait: WaitTime;
-  snapshots: Pick<Snapshots, "take" | "stage" | "install" | "merged">;
+  snapshots: Pick<Snapshots, "take" | "stage" | "install" | "image">;
   /** --snapshot-count. */
   snapshotCount: number;
   /** How long a leadership transfer may take. */
@@ -196,7 +199,7 @@ export class RaftLoop {
       this.committedIndex = Math.max(this.committedIndex, rd.hardState.commit);
     }
     let snapshot = rd.snapshot;
-    if (snapshot !== undefined && snapshot.data.length > 0) snapshot = this.o.snapshots.stage(snapshot);
+    if (snapshot !== undefined && snapshot.data.length > 0) snapshot = await this.o.snapshots.stage(snapshot);
     // The leader may send before its own write (see rawnode.ts); any node may when the Ready
     // promises nothing durable (no entries, snapshot, term or vote: only the commit index moved).
     const sendEarly = rd.canSendBeforePersist || (!rd.mustSync && rd.entries.length === 0 && snapshot === undefined);
@@ -212,7 +215,7 @@ export class RaftLoop {
     await persisting;
 
     if (!sendEarly) this.send(rd.messages);
-    if (snapshot !== undefined) this.installSnapshot(snapshot.metadata.index, snapshot.metadata.confState);
+    if (snapshot !== undefined) await this.installSnapshot(snapshot.metadata.index, snapshot.metadata.confState);
     await this.applyEntries(late);
     if (rd.readStates.length > 0) this.o.readIndex.onReadStates(rd.readStates);
     this.o.raw.advance(rd);
@@ -231,7 +234,8 @@ export class RaftLoop {
 
   private async sendSnapshot(m: Message): Promise<void> {
     try {
-      this.o.send([await this.o.snapshots.merged(m)]);
+      const { message, body } = await this.o.snapshots.image(m);
+      this.o.sendSnapshot(message, body);
     } catch (err) {
       this.o.logger.warn({ to: formatId(m.to), err: String(err) }, "failed to send snapshot");
       this.o.raw.reportSnapshot(m.to, true);
@@ -239,9 +243,9 @@ export class RaftLoop {
     }
   }
 
-  private installSnapshot(index: number, confState: ConfState): void {
+  private async installSnapshot(index: number, confState: ConfState): Promise<void> {
     // Every store (leases, keys, alarms, members) reloads from the image; watchers catch up.
-    const consistentIndex = this.o.snapshots.install(index);
+    const consistentIndex = await this.o.snapshots.install(index);
     this.confState = confState;
     // The image may hold entries past the snapshot (it was copied when sent): those count as applied.
     this.appliedIndex = Math.max(index, consistentIndex);

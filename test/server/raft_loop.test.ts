@@ -5,6 +5,7 @@
  * proposal is answered once applied; a linearizable read is released after its round; a snapshot
  * is taken past --snapshot-count; a storage failure is fatal and stops the loop.
  */
+import { memorySnapshotBody } from "../../src/server/transport/snapshot_body.js";
 import { describe, expect, it } from "vitest";
 import { MemoryStorage, RawNode } from "../../src/raft/index.js";
 import type { Entry, HardState, Message, Snapshot } from "../../src/raft/types.js";
@@ -39,9 +40,9 @@ function setup(o: { snapshotCount?: number; failPersist?: () => boolean } = {}) 
   };
   const snapshots: RaftLoopOptions["snapshots"] = {
     take: async (index: number) => void t.taken.push(index),
-    stage: (s: Snapshot) => s,
-    install: () => 0,
-    merged: async (m: Message) => m,
+    stage: async (s: Snapshot) => s,
+    install: async () => 0,
+    image: async (m: Message) => ({ message: m, body: memorySnapshotBody(new Uint8Array(0)) }),
   };
   const applyWait = new WaitTime();
   const wake = () => loop.schedule();
@@ -74,6 +75,7 @@ function setup(o: { snapshotCount?: number; failPersist?: () => boolean } = {}) 
     raw,
     storage,
     send: (msgs) => t.sent.push(...msgs),
+    sendSnapshot: (m) => t.sent.push(m),
     apply: (e) => applier.apply(e),
     proposals,
     readIndex,

@@ -17,9 +17,12 @@ export interface TransportLimits {
   socketHighWaterBytes: number;
   /** Snapshot data is streamed in chunks of this size. */
   snapshotChunkBytes: number;
-  /** The receiver refuses snapshots larger than this (it holds the whole snapshot in memory). */
+  /** Neither end takes a snapshot larger than this (above etcd's largest quota, 8 GiB). */
   maxSnapshotBytes: number;
-  /** Total bytes of snapshots being received at once (each is held in memory until complete). */
+  /**
+   * Total bytes of snapshots reassembled in memory at once, when the transport has no sink of the
+   * member's (a member streams them to disk; this bounds only the in-memory fallback).
+   */
   maxInboundSnapshotBytes: number;
   /** An outgoing stream whose unsent bytes make no progress for this long is considered dead. */
   streamStallTimeoutMs: number;
@@ -39,8 +42,9 @@ export const DEFAULT_LIMITS: Readonly<TransportLimits> = Object.freeze({
   maxQueueBytes: 64 * 1024 * 1024,
   socketHighWaterBytes: 4 * 1024 * 1024,
   snapshotChunkBytes: 1024 * 1024,
-  maxSnapshotBytes: 4 * 1024 * 1024 * 1024 - 1,
-  maxInboundSnapshotBytes: 4 * 1024 * 1024 * 1024 - 1,
+  // etcd's maximum --quota-backend-bytes is 8 GiB; an image may exceed its quota a little (free pages).
+  maxSnapshotBytes: 16 * 1024 * 1024 * 1024,
+  maxInboundSnapshotBytes: 256 * 1024 * 1024,
   streamStallTimeoutMs: 10_000,
   handshakeTimeoutMs: 5_000,
   snapshotIdleTimeoutMs: 30_000,

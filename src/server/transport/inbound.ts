@@ -27,24 +27,26 @@ import {
   PROTOCOL_VERSION,
   RejectReason,
 } from "./protocol.js";
+import type { SnapshotSink, SnapshotSinkFactory } from "./snapshot_sink.js";
 
 export interface InboundHooks {
   isKnownPeer(id: NodeId): boolean;
   /** A stream from `from` is established (the transport closes an older one from the same peer). */
   onStream(from: NodeId, socket: net.Socket): void;
   onMessages(from: NodeId, msgs: Message[]): void;
-  /** Reserves memory for an incoming snapshot; false refuses it (too much already in flight). */
-  reserveSnapshotBytes(bytes: number): boolean;
-  releaseSnapshotBytes(bytes: number): void;
-  /** A snapshot arrived complete; the receiver acknowledges after this returns. */
+  /** Opens where an incoming snapshot's data goes; throwing refuses the snapshot with that reason. */
+  openSnapshotSink: SnapshotSinkFactory;
+  /** A snapshot arrived complete and durable; the receiver acknowledges after this returns. */
   onSnapshot(from: NodeId, m: Message): void;
 }
 
-interface SnapshotReassembly {
+interface SnapshotReception {
   message: Message;
-  data: Buffer;
+  sink: SnapshotSink;
+  totalBytes: number;
   received: number;
   crc: number;
+  startedMs: number;
 }
 
 export function serveInbound(ctx: TransportContext, socket: net.Socket, hooks: InboundHooks): void {
@@ -55,8 +57,11 @@ class InboundConnection {
   private readonly decoder: FrameDecoder;
   private hello: Hello | undefined;
   private peerLabel = "unknown";
-  private snapshot: SnapshotReassembly | undefined;
+  private snapshot: SnapshotReception | undefined;
   private snapshotDone = false;
+  /** Snapshot frames are handled one after the other, each after the previous one's write. */
+  private snapshotWork: Promise<void> = Promise.resolve();
+  private snapshotFramesQueued = 0;
   private readonly handshakeTimer: NodeJS.Timeout;
 
   constructor(
@@ -71,7 +76,7 @@ class InboundConnection {
     socket.on("error", () => undefined); // 'close' follows; errors are reported where they matter
     socket.on("close", () => {
       clearTimeout(this.handshakeTimer);
-      this.dropReassembly(); // the sender went away mid-transfer
+      this.dropReception(); // the sender went away mid-transfer
       if (this.hello?.kind === ConnectionKind.Stream) {
         this.ctx.logger.info({ "local-member-id": formatId(this.ctx.localId), "remote-peer-id": this.peerLabel }, "lost TCP streaming connection with remote peer");
       }
@@ -102,8 +107,28 @@ class InboundConnection {
       if (frame.kind !== FrameKind.Messages) throw new Error(`unexpected ${FrameKind[frame.kind]} frame on a stream`);
       this.onMessages(decodeMessages(frame.payload));
     } else {
-      this.onSnapshotFrame(frame);
+      this.queueSnapshotFrame(frame);
     }
+  }
+
+  /**
+   * Snapshot frames wait for the sink's write of the one before (written in order); the socket is
+   * paused while any is queued, so TCP flow control holds the sender back and memory stays at
+   * the frames of one read.
+   */
+  private queueSnapshotFrame(frame: Frame): void {
+    this.snapshotFramesQueued++;
+    this.socket.pause();
+    this.snapshotWork = this.snapshotWork.then(async () => {
+      try {
+        if (!this.socket.destroyed) await this.onSnapshotFrame(frame);
+      } catch (e) {
+        this.ctx.metrics.receivedFailures.inc({ From: this.peerLabel });
+        this.close(`snapshot error: ${(e as Error).message}`);
+      } finally {
+        if (--this.snapshotFramesQueued === 0 && !this.socket.destroyed) this.socket.resume();
+      }
+    });
   }
 
   private onHello(h: Hello): void {
@@ -158,7 +183,7 @@ class InboundConnection {
     if (accepted.length > 0) this.hooks.onMessages(from, accepted);
   }
 
-  private onSnapshotFrame(frame: Frame): void {
+  private async onSnapshotFrame(frame: Frame): Promise<void> {
     if (this.snapshotDone) throw new Error("data after the snapshot end");
     switch (frame.kind) {
       case FrameKind.SnapBegin: {
@@ -166,14 +191,18 @@ class InboundConnection {
         const { message, totalBytes } = decodeSnapBegin(frame.payload);
         if (message.from !== this.hello!.from || message.to !== this.ctx.localId) throw new Error("snapshot message with mismatched from/to");
         if (totalBytes > this.ctx.limits.maxSnapshotBytes) {
-          this.refuseSnapshot(`snapshot of ${totalBytes} bytes exceeds the maximum of ${this.ctx.limits.maxSnapshotBytes}`);
+          await this.refuseSnapshot(`snapshot of ${totalBytes} bytes exceeds the maximum of ${this.ctx.limits.maxSnapshotBytes}`);
           return;
         }
-        if (!this.hooks.reserveSnapshotBytes(totalBytes)) {
-          this.refuseSnapshot(`too many snapshot bytes in flight to take ${totalBytes} more`);
+        let sink: SnapshotSink;
+        try {
+          sink = await this.hooks.openSnapshotSink(this.hello!.from, message, totalBytes);
+        } catch (e) {
+          await this.refuseSnapshot((e as Error).message);
           return;
         }
-        this.snapshot = { message, data: Buffer.allocUnsafe(totalBytes), received: 0, crc: 0 };
+        this.snapshot = { message, sink, totalBytes, received: 0, crc: 0, startedMs: performance.now() };
+        if (this.socket.destroyed) this.dropReception(); // closed while the sink was opening
         return;
       }
       case FrameKind.SnapChunk: {
@@ -181,22 +210,22 @@ class InboundConnection {
         if (s === undefined) throw new Error("snapshot chunk before the header");
         const { offset, data } = decodeSnapChunk(frame.payload);
         if (offset !== s.received) throw new Error(`snapshot chunk at ${offset}, expected ${s.received}`);
-        if (s.received + data.byteLength > s.data.byteLength) throw new Error("snapshot chunks exceed the announced size");
-        data.copy(s.data, s.received);
-        s.received += data.byteLength;
+        if (s.received + data.byteLength > s.totalBytes) throw new Error("snapshot chunks exceed the announced size");
         s.crc = crc32(data, s.crc);
+        s.received += data.byteLength;
+        await s.sink.write(data);
         return;
       }
       case FrameKind.SnapEnd: {
         const s = this.snapshot;
         if (s === undefined) throw new Error("snapshot end before the header");
         const crc = decodeSnapEnd(frame.payload);
-        if (s.received !== s.data.byteLength) throw new Error(`snapshot ended at ${s.received} of ${s.data.byteLength} bytes`);
+        if (s.received !== s.totalBytes) throw new Error(`snapshot ended at ${s.received} of ${s.totalBytes} bytes`);
         if (crc !== s.crc) {
-          this.refuseSnapshot(`snapshot checksum mismatch (${s.crc} != ${crc})`);
+          await this.refuseSnapshot(`snapshot checksum mismatch (${s.crc} != ${crc})`);
           return;
         }
-        this.deliverSnapshot(s);
+        await this.deliverSnapshot(s);
         return;
       }
       default:
@@ -204,41 +233,50 @@ class InboundConnection {
     }
   }
 
-  /** Ends the reassembly in progress, returning its reserved memory. */
-  private dropReassembly(): void {
-    if (this.snapshot !== undefined) this.hooks.releaseSnapshotBytes(this.snapshot.data.byteLength);
+  /** Ends the reception in progress: what was received is dropped (a partial file is removed). */
+  private dropReception(): void {
+    const s = this.snapshot;
     this.snapshot = undefined;
+    if (s === undefined) return;
+    s.sink.abort().catch((e: Error) => this.ctx.logger.warn({ "remote-peer-id": this.peerLabel, error: e.message }, "failed to remove a partly received snapshot"));
   }
 
-  private deliverSnapshot(s: SnapshotReassembly): void {
+  private async deliverSnapshot(s: SnapshotReception): Promise<void> {
     this.snapshotDone = true;
-    this.dropReassembly();
-    const m: Message = { ...s.message, snapshot: { metadata: s.message.snapshot!.metadata, data: s.data } };
+    this.snapshot = undefined;
+    let m: Message;
     try {
+      m = await s.sink.commit();
+      if (this.socket.destroyed) throw new Error("connection closed before the snapshot was acknowledged");
       this.hooks.onSnapshot(this.hello!.from, m);
     } catch (e) {
-      this.refuseSnapshot(`receiver failed: ${(e as Error).message}`);
+      this.snapshot = s; // refuseSnapshot aborts the sink (removes the file)
+      await this.refuseSnapshot(`receiver failed: ${(e as Error).message}`);
       return;
     }
+    const seconds = (performance.now() - s.startedMs) / 1000;
     this.ctx.metrics.snapshotReceiveSuccess.inc({ From: this.peerLabel });
+    this.ctx.metrics.snapshotReceiveSeconds.observe({ From: this.peerLabel }, seconds);
     this.ctx.logger.info(
-      { "remote-peer-id": this.peerLabel, "snapshot-index": m.snapshot!.metadata.index, "snapshot-size-bytes": s.data.byteLength },
+      { "remote-peer-id": this.peerLabel, "snapshot-index": m.snapshot!.metadata.index, "snapshot-size-bytes": s.totalBytes, "took-seconds": Number(seconds.toFixed(3)) },
       "received and delivered incoming snapshot",
     );
     this.socket.end(encodeSnapAck(true, ""));
   }
 
-  private refuseSnapshot(reason: string): void {
+  private async refuseSnapshot(reason: string): Promise<void> {
     this.snapshotDone = true;
-    this.dropReassembly();
+    const s = this.snapshot;
+    this.snapshot = undefined;
+    if (s !== undefined) await s.sink.abort().catch(() => undefined);
     this.ctx.metrics.snapshotReceiveFailures.inc({ From: this.peerLabel });
     this.ctx.logger.warn({ "remote-peer-id": this.peerLabel, error: reason }, "failed to receive snapshot");
-    this.socket.end(encodeSnapAck(false, reason));
+    if (!this.socket.destroyed) this.socket.end(encodeSnapAck(false, reason));
   }
 
   private close(reason: string): void {
     if (this.snapshot !== undefined) this.ctx.metrics.snapshotReceiveFailures.inc({ From: this.peerLabel });
-    this.dropReassembly();
+    this.dropReception();
     this.ctx.logger.warn({ "remote-peer-id": this.peerLabel, "remote-addr": `${this.socket.remoteAddress}:${this.socket.remotePort}`, reason }, "closed peer connection");
     this.socket.destroy();
   }

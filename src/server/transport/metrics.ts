@@ -16,7 +16,11 @@ export interface TransportMetrics {
   readonly snapshotSendSeconds: Histogram<"To">;
   readonly snapshotReceiveSuccess: Counter<"From">;
   readonly snapshotReceiveFailures: Counter<"From">;
+  readonly snapshotReceiveSeconds: Histogram<"From">;
 }
+
+/** etcd's: prometheus.ExponentialBuckets(0.1, 2, 13). */
+const SNAPSHOT_SECONDS_BUCKETS = [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6];
 
 /** One set per registry: several transports in one process (tests) share it without clashing. */
 const byRegistry = new WeakMap<Registry, TransportMetrics>();
@@ -38,11 +42,18 @@ export function transportMetrics(registry: Registry): TransportMetrics {
       name: "etcd_network_snapshot_send_total_duration_seconds",
       help: "Total latency distributions of v3 snapshot sends",
       labelNames: ["To"],
-      buckets: [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6],
+      buckets: SNAPSHOT_SECONDS_BUCKETS,
       registers,
     }),
     snapshotReceiveSuccess: new Counter({ name: "etcd_network_snapshot_receive_success", help: "Total number of successful snapshot receives", labelNames: ["From"], registers }),
     snapshotReceiveFailures: new Counter({ name: "etcd_network_snapshot_receive_failures", help: "Total number of snapshot receive failures", labelNames: ["From"], registers }),
+    snapshotReceiveSeconds: new Histogram({
+      name: "etcd_network_snapshot_receive_total_duration_seconds",
+      help: "Total latency distributions of v3 snapshot receives",
+      labelNames: ["From"],
+      buckets: SNAPSHOT_SECONDS_BUCKETS,
+      registers,
+    }),
   };
   byRegistry.set(registry, m);
   return m;

@@ -1,9 +1,11 @@
 /**
  * Sending one MsgSnap (etcd's rafthttp snapshotSender): its own connection, so a large snapshot
- * never delays heartbeats on the stream. The data goes in chunks, written only as fast as the
- * socket drains; a CRC of the whole data closes the transfer, and the receiver acknowledges once
- * it has delivered the reassembled message. The promise resolves on that acknowledgement and
- * rejects on any failure (the caller reports MsgSnapStatus accordingly).
+ * never delays heartbeats on the stream. The data is read from its body one chunk at a time and
+ * the next chunk is read only once the socket has drained the last (memory: a read buffer and
+ * the frame in the socket, whatever the snapshot's size); a CRC of the whole data closes the
+ * transfer, and the receiver acknowledges once it has made the data durable and delivered the
+ * message. The promise resolves on that acknowledgement and rejects on any failure (the caller
+ * reports MsgSnapStatus accordingly). The body is released either way.
  */
 import type * as net from "node:net";
 import { crc32 } from "node:zlib";
@@ -12,6 +14,7 @@ import type { TransportContext } from "./context.js";
 import { dialPeer } from "./dial.js";
 import { type FrameDecoder, FrameKind } from "./frame.js";
 import { ConnectionKind, decodeSnapAck, encodeSnapBegin, encodeSnapChunk, encodeSnapEnd } from "./protocol.js";
+import type { SnapshotBody } from "./snapshot_body.js";
 import { peerUrlToAddress } from "./url.js";
 
 export interface SnapshotSend {
@@ -20,21 +23,21 @@ export interface SnapshotSend {
   abort(): void;
 }
 
-export function sendSnapshot(ctx: TransportContext, to: NodeId, url: string, m: Message): SnapshotSend {
+export function sendSnapshot(ctx: TransportContext, to: NodeId, url: string, m: Message, body: SnapshotBody): SnapshotSend {
   let socket: net.Socket | undefined;
   let aborted = false;
-  const done = (async () => {
+  const send = async (): Promise<{ sentBytes: number }> => {
     if (m.snapshot === undefined) throw new Error("MsgSnap without snapshot");
-    const data = m.snapshot.data;
-    if (data.byteLength > ctx.limits.maxSnapshotBytes) throw new Error(`snapshot of ${data.byteLength} bytes exceeds the maximum`);
+    if (body.sizeBytes > ctx.limits.maxSnapshotBytes) throw new Error(`snapshot of ${body.sizeBytes} bytes exceeds the maximum of ${ctx.limits.maxSnapshotBytes}`);
     const est = await dialPeer(ctx, to, peerUrlToAddress(url), ConnectionKind.Snapshot);
     socket = est.socket;
     if (aborted) {
       socket.destroy();
       throw new Error("snapshot send aborted");
     }
-    return await streamSnapshot(ctx, socket, est.decoder, m, data);
-  })();
+    return await streamSnapshot(ctx, socket, est.decoder, m, body);
+  };
+  const done = send().finally(() => body.release());
   return {
     done,
     abort: () => {
@@ -49,7 +52,7 @@ async function streamSnapshot(
   socket: net.Socket,
   decoder: FrameDecoder,
   m: Message,
-  data: Uint8Array,
+  body: SnapshotBody,
 ): Promise<{ sentBytes: number }> {
   const ack = new Promise<void>((resolve, reject) => {
     socket.setTimeout(ctx.limits.snapshotIdleTimeoutMs, () => socket.destroy(new Error("snapshot transfer stalled")));
@@ -79,12 +82,19 @@ async function streamSnapshot(
     sentBytes += frame.byteLength;
     if (!socket.write(frame)) await waitDrain(socket);
   };
-  await write(encodeSnapBegin(m, data.byteLength));
+  const total = body.sizeBytes;
+  await write(encodeSnapBegin(m, total));
   let crc = 0;
-  for (let offset = 0; offset < data.byteLength; offset += ctx.limits.snapshotChunkBytes) {
-    const chunk = data.subarray(offset, Math.min(offset + ctx.limits.snapshotChunkBytes, data.byteLength));
+  // One read buffer, reused: each chunk is copied into its frame, the only buffer the socket holds.
+  const buf = Buffer.allocUnsafe(Math.min(ctx.limits.snapshotChunkBytes, Math.max(total, 1)));
+  for (let offset = 0; offset < total; ) {
+    const want = Math.min(buf.byteLength, total - offset);
+    const got = await body.read(want === buf.byteLength ? buf : buf.subarray(0, want), offset);
+    if (got !== want) throw new Error(`snapshot data ended at ${offset + got} of ${total} bytes`);
+    const chunk = buf.subarray(0, got);
     crc = crc32(chunk, crc);
     await write(encodeSnapChunk(offset, chunk));
+    offset += got;
   }
   await write(encodeSnapEnd(crc));
   await ack;

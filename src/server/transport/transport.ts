@@ -20,12 +20,16 @@ import { DEFAULT_LIMITS, type TransportContext, type TransportLimits } from "./c
 import { serveInbound } from "./inbound.js";
 import { transportMetrics } from "./metrics.js";
 import { type DropReason, PeerStream, type PeerStreamStats } from "./peer.js";
+import { memorySnapshotBody, type SnapshotBody } from "./snapshot_body.js";
 import { type SnapshotSend, sendSnapshot } from "./snapshot_sender.js";
+import { memorySnapshotSink, type SnapshotSinkFactory } from "./snapshot_sink.js";
 import { peerUrlToAddress, type TcpAddress } from "./url.js";
 
 export type { TransportLimits } from "./context.js";
 export { DEFAULT_LIMITS } from "./context.js";
 export type { PeerStreamStats } from "./peer.js";
+export type { SnapshotBody } from "./snapshot_body.js";
+export type { SnapshotSink, SnapshotSinkFactory } from "./snapshot_sink.js";
 
 export interface TransportOptions {
   localId: NodeId;
@@ -48,6 +52,11 @@ export interface TransportOptions {
   /** Where the etcd_network_* metrics go; a private registry when not given. */
   registry?: Registry;
   limits?: Partial<TransportLimits>;
+  /**
+   * Where incoming snapshots are written as they arrive (a member: a temporary file beside its
+   * backend). Without one they are reassembled in memory, within limits.maxInboundSnapshotBytes.
+   */
+  snapshotSink?: SnapshotSinkFactory;
 }
 
 /** How often a drop is logged per peer at most (the counter metrics count every one). */
@@ -121,13 +130,27 @@ export class Transport {
         continue;
       }
       if (m.type === MessageType.MsgSnap) {
-        this.startSnapshot(peer, m);
+        this.startSnapshot(peer, m, memorySnapshotBody(m.snapshot?.data ?? new Uint8Array(0)));
         continue;
       }
       const dropped = peer.enqueue(m);
       if (dropped !== undefined) this.onDrop(peer, m, dropped);
     }
     this.scheduleFlush();
+  }
+
+  /**
+   * Sends a MsgSnap whose data is `body` (a member's database image, read as it is sent) rather
+   * than m.snapshot.data. The body is released when the transfer ends, or at once if it cannot start.
+   */
+  sendSnapshot(m: Message, body: SnapshotBody): void {
+    const peer = this.stopped ? undefined : this.peers.get(m.to);
+    if (peer === undefined) {
+      void body.release();
+      if (!this.stopped) setImmediate(() => this.reportSnapshot(m.to, true));
+      return;
+    }
+    this.startSnapshot(peer, m, body);
   }
 
   addPeer(id: NodeId, urls: readonly string[]): void {
@@ -207,17 +230,21 @@ export class Transport {
         for (const m of msgs) this.deliver(m);
       },
       onSnapshot: (_from, m) => this.deliver(m),
-      reserveSnapshotBytes: (bytes) => {
-        if (this.inboundSnapshotBytes + bytes > this.ctx.limits.maxInboundSnapshotBytes) return false;
-        this.inboundSnapshotBytes += bytes;
-        return true;
-      },
-      releaseSnapshotBytes: (bytes) => {
-        this.inboundSnapshotBytes -= bytes;
-        if (this.inboundSnapshotBytes < 0) throw new Error("inbound snapshot accounting went negative");
-      },
+      openSnapshotSink: (from, m, totalBytes) => this.openSnapshotSink(from, m, totalBytes),
     });
   }
+
+  private openSnapshotSink: SnapshotSinkFactory = async (from, m, totalBytes) => {
+    if (this.options.snapshotSink !== undefined) return await this.options.snapshotSink(from, m, totalBytes);
+    if (this.inboundSnapshotBytes + totalBytes > this.ctx.limits.maxInboundSnapshotBytes) {
+      throw new Error(`too many snapshot bytes in flight to take ${totalBytes} more`);
+    }
+    this.inboundSnapshotBytes += totalBytes;
+    return memorySnapshotSink(m, totalBytes, () => {
+      this.inboundSnapshotBytes -= totalBytes;
+      if (this.inboundSnapshotBytes < 0) throw new Error("inbound snapshot accounting went negative");
+    });
+  };
 
   private deliver(m: Message): void {
     if (this.stopped) return;
@@ -228,27 +255,29 @@ export class Transport {
     }
   }
 
-  private startSnapshot(peer: PeerStream, m: Message): void {
+  private startSnapshot(peer: PeerStream, m: Message, body: SnapshotBody): void {
     const to = peer.id;
     const label = formatId(to);
     if (this.snapshotSends.has(to)) {
+      void body.release();
       this.ctx.logger.warn({ "remote-peer-id": label }, "dropped MsgSnap: a snapshot to this peer is already in flight");
       setImmediate(() => this.reportSnapshot(to, true));
       return;
     }
     const startedMs = performance.now();
     const url = peer.currentUrl();
-    const sizeBytes = m.snapshot?.data.byteLength ?? 0;
+    const sizeBytes = body.sizeBytes;
     this.ctx.logger.info({ "remote-peer-id": label, "snapshot-index": m.snapshot?.metadata.index, "size-bytes": sizeBytes }, "sending database snapshot");
-    const send = sendSnapshot(this.ctx, to, url, m);
+    const send = sendSnapshot(this.ctx, to, url, m, body);
     this.snapshotSends.set(to, send);
     send.done.then(
       ({ sentBytes }) => {
         this.snapshotSends.delete(to);
         this.ctx.metrics.snapshotSendSuccess.inc({ To: label });
         this.ctx.metrics.sentBytes.inc({ To: label }, sentBytes);
-        this.ctx.metrics.snapshotSendSeconds.observe({ To: label }, (performance.now() - startedMs) / 1000);
-        this.ctx.logger.info({ "remote-peer-id": label, "size-bytes": sizeBytes }, "sent database snapshot");
+        const seconds = (performance.now() - startedMs) / 1000;
+        this.ctx.metrics.snapshotSendSeconds.observe({ To: label }, seconds);
+        this.ctx.logger.info({ "remote-peer-id": label, "size-bytes": sizeBytes, "took-seconds": Number(seconds.toFixed(3)) }, "sent database snapshot");
         this.reportSnapshot(to, false);
       },
       (err: Error) => {
