@@ -2,7 +2,7 @@
 import { Writable } from "node:stream";
 import { pino, type Logger } from "pino";
 import { type Message, MessageType, type NodeId } from "../../src/raft/types.js";
-import { Transport, type TransportLimits } from "../../src/server/transport/transport.js";
+import { type SnapshotSinkFactory, Transport, type TransportLimits } from "../../src/server/transport/transport.js";
 
 export interface LogLine {
   level: string;
@@ -33,7 +33,10 @@ export interface Node {
   url: string;
 }
 
-export async function startNode(id: NodeId, opts: { clusterId?: number; port?: number; limits?: Partial<TransportLimits> } = {}): Promise<Node> {
+export async function startNode(
+  id: NodeId,
+  opts: { clusterId?: number; port?: number; limits?: Partial<TransportLimits>; snapshotSink?: SnapshotSinkFactory } = {},
+): Promise<Node> {
   const { logger, lines } = captureLogger();
   const node: Partial<Node> & { received: Message[]; unreachable: NodeId[]; snapshotStatus: Array<{ id: NodeId; failed: boolean }> } = {
     id,
@@ -52,6 +55,7 @@ export async function startNode(id: NodeId, opts: { clusterId?: number; port?: n
     onSnapshotStatus: (peer, failed) => node.snapshotStatus.push({ id: peer, failed }),
     logger,
     limits: { backoffInitialMs: 20, backoffMaxMs: 200, ...opts.limits },
+    ...(opts.snapshotSink === undefined ? {} : { snapshotSink: opts.snapshotSink }),
   });
   await transport.start();
   node.transport = transport;
