@@ -423,6 +423,23 @@ export class Lessor implements LeaseHooks {
     return out;
   }
 
+  /**
+   * Every live lease's remaining TTL now, whether due or not, for a checkpoint before leadership
+   * moves away on purpose (MoveLeader). Leases at their full TTL are left out (nothing to keep).
+   * Empty unless checkpointing is enabled and this member is primary.
+   */
+  allCheckpoints(): LeaseCheckpoint[] {
+    if (!this.checkpointing || !this.primary) return [];
+    const nowMs = this.now();
+    const out: LeaseCheckpoint[] = [];
+    for (const lease of this.leaseMap.values()) {
+      if (lease.expired(nowMs)) continue;
+      const remainingTtlSec = Math.ceil(lease.remainingMs(nowMs) / MS_PER_SEC);
+      if (remainingTtlSec < lease.ttlSec) out.push({ id: lease.id, remainingTtlSec });
+    }
+    return out;
+  }
+
   // ---- Internals -----------------------------------------------------------------------------
 
   /** etcd's initAndRecover: leases come back with expiry "forever" and their checkpointed remaining TTL. */

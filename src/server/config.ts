@@ -20,6 +20,7 @@ import {
 } from "./flags.js";
 import { securitySpecsBesides, unsupportedSecurityFlag } from "./tls/flags.js";
 import { tlsUrlWithoutCert } from "./tls/url_check.js";
+import { OPS_FLAG_SPECS, opsConfig, refineUnknownFlag, unsupportedEtcdEnv, type OpsConfig } from "./config_ops.js";
 
 export { ConfigError } from "./flags.js";
 
@@ -114,6 +115,9 @@ export interface ServerConfig {
   /** Entries kept in the raft log behind a snapshot for slow followers (--experimental-snapshot-catchup-entries). */
   readonly snapshotCatchUpEntries: number;
 
+  /** Corruption checks, --force-new-cluster, lease checkpoints (config_ops.ts). */
+  readonly ops: OpsConfig;
+
   /** --version was given: print `versionText()` and exit 0. */
   readonly printVersion: boolean;
   /** -h/--help was given: print `usageText()` and exit 0 (other fields are defaults). */
@@ -173,6 +177,8 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   { group: EXPERIMENTAL, name: "experimental-snapshot-catchup-entries", kind: "uint", defaultValue: "5000", usage: "Number of entries for a slow follower to catch up after compacting the raft storage entries." },
   { group: EXPERIMENTAL, name: "experimental-watch-progress-notify-interval", kind: "duration", defaultValue: "10m", usage: "Duration of periodical watch progress notification." },
 
+  ...OPS_FLAG_SPECS,
+
   { group: "", name: "version", kind: "bool", defaultValue: "false", usage: "Print the version and exit." },
 ];
 
@@ -186,7 +192,14 @@ const PARSER_SPECS: readonly FlagSpec[] = [...FLAG_SPECS, ...FAIL_CLOSED_SPECS];
  * (exitCode 2 for unknown/malformed flags, 1 for values that fail etcd's verification).
  */
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ServerConfig {
-  const parsed = parseFlags(argv, env, PARSER_SPECS);
+  let parsed: ReturnType<typeof parseFlags>;
+  try {
+    parsed = parseFlags(argv, env, PARSER_SPECS);
+  } catch (e) {
+    throw e instanceof ConfigError ? refineUnknownFlag(e) : e;
+  }
+  const unsupportedEnv = parsed.help ? undefined : unsupportedEtcdEnv(env, PARSER_SPECS);
+  if (unsupportedEnv !== undefined) throw unsupportedEnv;
   const raw = (name: string): string => {
     const v = parsed.values.get(name);
     if (v === undefined) throw new Error(`no flag spec for ${name}`);
@@ -303,6 +316,7 @@ function buildConfig(
     watchProgressNotifyIntervalMs: parseGoDurationMs(raw("experimental-watch-progress-notify-interval")),
     compactionBatchLimit: parseGoUint(raw("experimental-compaction-batch-limit")),
     snapshotCatchUpEntries: parseGoUint(raw("experimental-snapshot-catchup-entries")),
+    ops: opsConfig(raw),
     printVersion: parseGoBool(raw("version")),
     printHelp,
     warnings,

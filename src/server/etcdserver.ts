@@ -31,6 +31,7 @@ import { Applier } from "./apply.js";
 import { memberCompactable, newCompactor, type Compactor } from "./compactor/index.js";
 import { ETCD_API_VERSION, type ServerConfig } from "./config.js";
 import { IdGenerator } from "./id_gen.js";
+import { LeaseCheckpoints } from "./lease_checkpoints.js";
 import { LeaseExpiry } from "./lease_expiry.js";
 import { componentLogger, type Logger } from "./logger.js";
 import { LeaderClient } from "./leader_client.js";
@@ -98,6 +99,7 @@ export class EtcdServer {
   private readIndex!: ReadIndex;
   private snapshots!: Snapshots;
   private leaseExpiry!: LeaseExpiry;
+  private leaseCheckpoints!: LeaseCheckpoints;
   private api!: V3Api;
   /** --auto-compaction-*: runs paused, resumed while this member leads. */
   private compactor: Compactor | undefined;
@@ -127,6 +129,8 @@ export class EtcdServer {
       memberId: this.memberId,
       idSeedMs: Date.now(),
       minLeaseTtlSec: minLeaseTtlSec(Math.round(o.config.electionMs / o.config.heartbeatMs), o.config.heartbeatMs),
+      checkpointing: o.config.ops.leaseCheckpoint,
+      checkpointIntervalMs: o.config.ops.leaseCheckpointIntervalMs,
       registry: o.registry,
     });
     this.kv = KvStore.open({ backend: this.backend, leases: this.lessor });
@@ -281,6 +285,13 @@ export class EtcdServer {
       propose: (req) => this.proposals.propose(req),
       logger: this.logger,
     });
+    this.leaseCheckpoints = new LeaseCheckpoints({
+      isLeader: () => this.isLeader(),
+      dueCheckpoints: (limit) => this.lessor.dueCheckpoints(limit),
+      allCheckpoints: () => this.lessor.allCheckpoints(),
+      propose: (req) => this.proposals.propose(req),
+      logger: this.logger,
+    });
 
     this.api = new V3Api({
       memberId: this.memberId,
@@ -297,6 +308,7 @@ export class EtcdServer {
       backend: this.backend,
       snapshots: this.snapshots,
       leaderClient: this.leaderClient,
+      beforeLeaderTransfer: () => this.leaseCheckpoints.checkpointAll(),
     });
 
     const peers = new Map<NodeId, readonly string[]>();
@@ -328,6 +340,7 @@ export class EtcdServer {
       this.loop.schedule();
     }, c.heartbeatMs);
     this.leaseExpiry.start();
+    this.leaseCheckpoints.start();
     this.startAutoCompaction();
     this.deadlineTimer = setInterval(() => this.proposals.sweep(), DEADLINE_SWEEP_MS);
     this.loop.schedule();
@@ -396,6 +409,7 @@ export class EtcdServer {
     clearInterval(this.tickTimer);
     this.compactor?.stop();
     this.leaseExpiry.stop();
+    this.leaseCheckpoints.stop();
     clearInterval(this.deadlineTimer);
     this.proposals.stop();
     this.readIndex.stop();

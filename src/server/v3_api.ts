@@ -43,6 +43,8 @@ export interface V3ApiOptions {
   snapshots: Pick<Snapshots, "client">;
   /** Keep-alives and time-to-live of a follower go to the leader's lessor through it. */
   leaderClient: Pick<LeaderClient, "keepAlive" | "timeToLive">;
+  /** Runs before a MoveLeader transfer (lease checkpoints, so the next leader keeps what is left). */
+  beforeLeaderTransfer?: () => Promise<void>;
 }
 
 export class V3Api implements V3Server {
@@ -206,7 +208,8 @@ export class V3Api implements V3Server {
     this.o.watchable.closeStream(ws);
   }
 
-  moveLeader(transferee: NodeId): Promise<void> {
+  async moveLeader(transferee: NodeId): Promise<void> {
+    if (this.o.raft.isLeader() && transferee !== this.memberId) await this.o.beforeLeaderTransfer?.();
     return this.o.raft.moveLeader(transferee);
   }
 }
