@@ -7,6 +7,7 @@
  * etcd's output and exit code with `configErrorText`.
  */
 import * as path from "node:path";
+import { checkCorsFlag } from "./config_cors.js";
 import {
   ConfigError,
   type FlagSpec,
@@ -303,7 +304,7 @@ function buildConfig(
     maxSnapshots: parseGoUint(raw("max-snapshots")),
     maxWals: parseGoUint(raw("max-wals")),
     maxConcurrentStreams: parseGoUint(raw("max-concurrent-streams")),
-    cors: raw("cors"),
+    cors: checkCorsFlag(raw("cors")),
     logLevel: logLevel as LogLevel,
     logger,
     logOutputs: raw("log-outputs").split(","),
