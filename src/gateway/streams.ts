@@ -179,8 +179,11 @@ class JsonMessageReader {
   private resolveFirst!: (v: Record<string, unknown> | undefined) => void;
   private rejectFirst!: (e: Error) => void;
   readonly first: Promise<Record<string, unknown> | undefined>;
-  deliver: (json: Record<string, unknown>) => void = () => {};
-  end: () => void = () => {};
+  /** Messages and the end read before attach() (they may share the first message's chunk). */
+  private early: Array<Record<string, unknown>> | undefined = [];
+  private endedEarly = false;
+  private deliver: (json: Record<string, unknown>) => void = (json) => this.early!.push(json);
+  private end: () => void = () => (this.endedEarly = true);
 
   constructor(
     request: HttpRequest,
@@ -206,6 +209,16 @@ class JsonMessageReader {
 
   get controls(): { pause(): void; resume(): void } {
     return this.flow;
+  }
+
+  /** Where the messages after the first go, and the end; what came before is handed over at once. */
+  attach(deliver: (json: Record<string, unknown>) => void, end: () => void): void {
+    const early = this.early!;
+    this.early = undefined;
+    this.deliver = deliver;
+    this.end = end;
+    for (const json of early) deliver(json);
+    if (this.endedEarly) end();
   }
 
   private stop(error: Error | undefined): void {
@@ -301,9 +314,7 @@ export async function serveStream(
         }
       };
       if (first !== undefined) deliver(first);
-      else call.requests.end();
-      reader!.deliver = deliver;
-      reader!.end = () => call.requests.end();
+      reader!.attach(deliver, () => call.requests.end());
       result = (bridge.registered.handler as BidiHandler<unknown, unknown>)(call, ctx);
     } else {
       const message = bridge.request(first ?? {});
