@@ -30,6 +30,7 @@ import { Alarms } from "./alarms.js";
 import { Applier } from "./apply.js";
 import { memberCompactable, newCompactor, type Compactor } from "./compactor/index.js";
 import { ETCD_API_VERSION, type ServerConfig } from "./config.js";
+import { forceNewCluster } from "./force_new_cluster.js";
 import { IdGenerator } from "./id_gen.js";
 import { LeaseCheckpoints } from "./lease_checkpoints.js";
 import { LeaseExpiry } from "./lease_expiry.js";
@@ -176,6 +177,9 @@ export class EtcdServer {
       registry,
     });
     if (snapshot !== undefined) await this.snapshots.recoverAtStart(snapshot);
+    if (existed && c.ops.forceNewCluster) {
+      await forceNewCluster({ storage, memberId: this.memberId, self: this.initialMembers.get(this.memberId), logger: this.logger });
+    }
 
     this.raw = new RawNode({
       id: this.memberId,
