@@ -1,0 +1,347 @@
+/**
+ * Snapshot catch-up, side by side (issue 19): real etcd 3.4 (/usr/bin/etcd) and etcetera, the same
+ * scenario and flags for both, one after the other:
+ *
+ *   3 members, --snapshot-count 2000; N MiB of 64 KiB values; one follower SIGKILLed; more small
+ *   puts (enough to compact the leader's raft log past the follower); the follower restarted; a
+ *   probe put every 0.2 s until the follower has caught up (it serves, serializably, the last
+ *   small put, and its applied index reached the leader's index at the restart).
+ *
+ * Reported per target: catch-up time, leader changes during the catch-up (etcd_server_leader_changes_seen_total
+ * on the surviving members), the slowest probe put, peak RSS of each member during the catch-up
+ * (sampled VmRSS every 100 ms) next to its RSS before, and the snapshots the follower received
+ * (etcd_network_snapshot_receive_success: whether the catch-up took one). Writes bench/results/snapshot-catchup-<date>.json and .md.
+ *
+ *   npm run bench:snapshot -- [--mib=1024] [--small-puts=12000] [--only=etcd|etcetera] [--out=bench/results]
+ *
+ * Test it small (--mib=20 --small-puts=3000); the figures worth reading come from a quiet machine.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, totalmem, tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { clients, unary } from "../test/e2e/grpc_client.js";
+import { reservePort } from "../test/ports.js";
+import { ETCD_BIN, procStatusBytes, ROOT, SERVER_JS, type Target, TARGETS } from "./compare/cluster.js";
+
+interface Options {
+  mib: number;
+  smallPuts: number;
+  only: Target | undefined;
+  outDir: string;
+}
+
+function parseOptions(argv: string[]): Options {
+  const o: Options = { mib: 1024, smallPuts: 12_000, only: undefined, outDir: join(ROOT, "bench/results") };
+  for (const a of argv) {
+    const [k, v] = a.replace(/^--/, "").split("=") as [string, string | undefined];
+    if (k === "mib") o.mib = Number(v);
+    else if (k === "gib") o.mib = Number(v) * 1024;
+    else if (k === "small-puts") o.smallPuts = Number(v);
+    else if (k === "only") o.only = v as Target;
+    else if (k === "out") o.outDir = v ?? o.outDir;
+    else throw new Error(`unknown option ${a}`);
+  }
+  if (!(o.mib > 0) || !(o.smallPuts > 0)) throw new Error("--mib and --small-puts must be positive");
+  return o;
+}
+
+const VALUE_BYTES = 64 * 1024;
+const PROBE_INTERVAL_MS = 200;
+const LOAD_CONCURRENCY = 8;
+const SMALL_CONCURRENCY = 16;
+const CATCH_UP_LIMIT_MS = 15 * 60_000;
+
+/** One member process (a restart keeps its flags and data dir). */
+class Proc {
+  proc: ChildProcess | undefined;
+  log = "";
+  constructor(
+    readonly name: string,
+    readonly target: Target,
+    readonly endpoint: string,
+    private readonly args: string[],
+  ) {}
+
+  start(): void {
+    const [cmd, argv] = this.target === "etcd" ? [ETCD_BIN, this.args] : [process.execPath, [SERVER_JS, ...this.args]];
+    const p = spawn(cmd, argv, { stdio: ["ignore", "pipe", "pipe"] });
+    this.proc = p;
+    const append = (b: Buffer): void => {
+      this.log += b.toString();
+      if (this.log.length > 400_000) this.log = this.log.slice(-200_000);
+    };
+    p.stdout?.on("data", append);
+    p.stderr?.on("data", append);
+    p.on("exit", () => (this.proc = undefined));
+  }
+
+  async kill(): Promise<void> {
+    const p = this.proc;
+    if (p === undefined) return;
+    const gone = new Promise<void>((r) => p.once("exit", () => r()));
+    p.kill("SIGKILL");
+    await gone;
+  }
+
+  rss(): number {
+    const pid = this.proc?.pid;
+    return pid === undefined ? 0 : (procStatusBytes(pid, "VmRSS") ?? 0);
+  }
+}
+
+interface Status {
+  leader: string;
+  raftIndex: number;
+  raftAppliedIndex: number;
+  memberId: string;
+}
+
+async function status(endpoint: string): Promise<Status> {
+  const g = clients(endpoint);
+  try {
+    const r = await unary<{ leader: string; raftIndex: string; raftAppliedIndex: string; header: { member_id: string } }>(g.maintenance, "Status", {}, { deadlineMs: 2_000 });
+    return { leader: r.leader, raftIndex: Number(r.raftIndex), raftAppliedIndex: Number(r.raftAppliedIndex), memberId: r.header.member_id };
+  } finally {
+    g.close();
+  }
+}
+
+async function metric(endpoint: string, name: string): Promise<number> {
+  const text = await (await fetch(`http://${endpoint}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+  let sum = 0;
+  for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, "gm"))) sum += Number(m[1]);
+  return sum;
+}
+
+async function untilReady(p: Proc, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (p.proc === undefined) throw new Error(`${p.target} ${p.name} exited:\n${p.log.slice(-3000)}`);
+    try {
+      const s = await status(p.endpoint);
+      if (s.leader !== "0") return;
+    } catch {
+      // not serving yet
+    }
+    if (Date.now() > deadline) throw new Error(`${p.target} ${p.name} not ready after ${timeoutMs} ms:\n${p.log.slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Runs `count` puts through `put` with `concurrency` in flight; each put retried until it succeeds. */
+async function putMany(count: number, concurrency: number, put: (i: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < count; i = next++) {
+        for (let attempt = 0; ; attempt++) {
+          try {
+            await put(i);
+            break;
+          } catch (e) {
+            if (attempt > 50) throw e;
+            await new Promise((r) => setTimeout(r, 100));
+          }
+        }
+      }
+    }),
+  );
+}
+
+interface TargetResult {
+  target: Target;
+  loadedMiB: number;
+  smallPuts: number;
+  catchUpSeconds: number | null;
+  leaderChanges: number;
+  slowestProbeMs: number;
+  probes: number;
+  failedProbes: number;
+  rssBeforeMiB: Record<string, number>;
+  peakRssMiB: Record<string, number>;
+  /** etcd_network_snapshot_receive_success on the follower: whether the catch-up took a snapshot. */
+  followerSnapshotsReceived: number | null;
+  leader: string;
+  follower: string;
+}
+
+async function runTarget(target: Target, o: Options): Promise<TargetResult> {
+  const dir = mkdtempSync(join(tmpdir(), `etcetera-snapbench-${target}-`));
+  const specs: { name: string; client: number; peer: number }[] = [];
+  for (let i = 1; i <= 3; i++) specs.push({ name: `n${i}`, client: await reservePort(), peer: await reservePort() });
+  const initial = specs.map((s) => `${s.name}=http://127.0.0.1:${s.peer}`).join(",");
+  const procs = specs.map(
+    (s) =>
+      new Proc(s.name, target, `127.0.0.1:${s.client}`, [
+        `--name=${s.name}`,
+        `--data-dir=${join(dir, `${s.name}.etcd`)}`,
+        `--listen-client-urls=http://127.0.0.1:${s.client}`,
+        `--advertise-client-urls=http://127.0.0.1:${s.client}`,
+        `--listen-peer-urls=http://127.0.0.1:${s.peer}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${s.peer}`,
+        `--initial-cluster=${initial}`,
+        "--initial-cluster-token=snapbench",
+        "--initial-cluster-state=new",
+        "--snapshot-count=2000",
+        `--quota-backend-bytes=${8 * 1024 ** 3}`,
+        "--log-level=info",
+      ]),
+  );
+  const log = (m: string): void => console.log(`[${target}] ${m}`);
+  try {
+    for (const p of procs) p.start();
+    for (const p of procs) await untilReady(p);
+    const leaderId = (await status(procs[0]!.endpoint)).leader;
+    const ids = await Promise.all(procs.map(async (p) => (await status(p.endpoint)).memberId));
+    const leader = procs[ids.indexOf(leaderId)]!;
+    const follower = procs.find((p) => p !== leader)!;
+    const g = clients(leader.endpoint);
+
+    // 1. the large values
+    const bigCount = Math.ceil((o.mib * 1024 * 1024) / VALUE_BYTES);
+    const value = Buffer.alloc(VALUE_BYTES, 0x61);
+    const loadStart = performance.now();
+    await putMany(bigCount, LOAD_CONCURRENCY, (i) => unary(g.kv, "Put", { key: Buffer.from(`big/${i}`), value }, { deadlineMs: 30_000 }));
+    log(`loaded ${bigCount} values of 64 KiB (${o.mib} MiB) in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
+
+    // 2. the follower goes, more small puts
+    await follower.kill();
+    const small = Buffer.alloc(100, 0x62);
+    await putMany(o.smallPuts, SMALL_CONCURRENCY, (i) => unary(g.kv, "Put", { key: Buffer.from(`small/${i % 1000}`), value: small }, { deadlineMs: 30_000 }));
+    const lastKey = Buffer.from("catchup/last");
+    const lastValue = Buffer.from(`v${Date.now()}`);
+    await unary(g.kv, "Put", { key: lastKey, value: lastValue });
+    const target0 = await status(leader.endpoint);
+    log(`follower ${follower.name} killed; ${o.smallPuts} small puts; leader index ${target0.raftIndex}`);
+
+    const survivors = procs.filter((p) => p !== follower);
+    const leaderChangesBefore = await Promise.all(survivors.map((p) => metric(p.endpoint, "etcd_server_leader_changes_seen_total")));
+    const rssBefore: Record<string, number> = {};
+    for (const p of survivors) rssBefore[p.name] = p.rss();
+    const peak: Record<string, number> = {};
+    for (const p of procs) peak[p.name] = p.rss();
+
+    // 3. restart, probe, sample
+    let probing = true;
+    let slowest = 0;
+    let probes = 0;
+    let failed = 0;
+    const probeLoop = (async () => {
+      const pg = clients(leader.endpoint);
+      try {
+        for (let i = 0; probing; i++) {
+          const started = performance.now();
+          try {
+            await unary(pg.kv, "Put", { key: Buffer.from("probe"), value: Buffer.from(String(i)) }, { deadlineMs: 30_000 });
+          } catch {
+            failed++;
+          }
+          const took = performance.now() - started;
+          slowest = Math.max(slowest, took);
+          probes++;
+          await new Promise((r) => setTimeout(r, Math.max(0, PROBE_INTERVAL_MS - took)));
+        }
+      } finally {
+        pg.close();
+      }
+    })();
+    const sampler = setInterval(() => {
+      for (const p of procs) peak[p.name] = Math.max(peak[p.name] ?? 0, p.rss());
+    }, 100);
+    const restartedAt = performance.now();
+    follower.start();
+    let caughtUp: number | null = null;
+    const fg = clients(follower.endpoint);
+    try {
+      while (performance.now() - restartedAt < CATCH_UP_LIMIT_MS) {
+        if (follower.proc === undefined) throw new Error(`${follower.name} exited during the catch-up:\n${follower.log.slice(-3000)}`);
+        try {
+          const s = await status(follower.endpoint);
+          const r = await unary<{ kvs: { value: Buffer }[] }>(fg.kv, "Range", { key: lastKey, serializable: true }, { deadlineMs: 2_000 });
+          if (s.raftAppliedIndex >= target0.raftIndex && r.kvs.length === 1 && Buffer.from(r.kvs[0]!.value).equals(lastValue)) {
+            caughtUp = (performance.now() - restartedAt) / 1000;
+            break;
+          }
+        } catch {
+          // starting, or not serving yet
+        }
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    } finally {
+      fg.close();
+      probing = false;
+      clearInterval(sampler);
+      await probeLoop;
+    }
+    const leaderChangesAfter = await Promise.all(survivors.map((p) => metric(p.endpoint, "etcd_server_leader_changes_seen_total")));
+    const leaderChanges = Math.max(...leaderChangesAfter.map((a, i) => a - leaderChangesBefore[i]!));
+    const received = await metric(follower.endpoint, "etcd_network_snapshot_receive_success").catch(() => null);
+    g.close();
+    log(`caught up after ${caughtUp === null ? "(not within the limit)" : `${caughtUp.toFixed(1)} s`}; ${leaderChanges} leader changes; slowest probe ${slowest.toFixed(0)} ms`);
+    const mib = (b: number): number => Math.round(b / 2 ** 20);
+    return {
+      target,
+      loadedMiB: o.mib,
+      smallPuts: o.smallPuts,
+      catchUpSeconds: caughtUp === null ? null : Number(caughtUp.toFixed(2)),
+      leaderChanges,
+      slowestProbeMs: Math.round(slowest),
+      probes,
+      failedProbes: failed,
+      rssBeforeMiB: Object.fromEntries(Object.entries(rssBefore).map(([k, v]) => [k, mib(v)])),
+      peakRssMiB: Object.fromEntries(Object.entries(peak).map(([k, v]) => [k, mib(v)])),
+      followerSnapshotsReceived: received,
+      leader: leader.name,
+      follower: follower.name,
+    };
+  } catch (e) {
+    for (const p of procs) console.error(`==== ${target} ${p.name}\n${p.log.slice(-2000)}`);
+    throw e;
+  } finally {
+    await Promise.all(procs.map((p) => p.kill()));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function markdown(o: Options, results: TargetResult[]): string {
+  const row = (label: string, f: (r: TargetResult) => string): string => `| ${label} | ${results.map(f).join(" | ")} |`;
+  const rss = (r: TargetResult): string =>
+    Object.keys(r.peakRssMiB)
+      .sort()
+      .map((n) => `${n}${n === r.leader ? " (leader)" : n === r.follower ? " (follower)" : ""} ${r.peakRssMiB[n]} MiB${r.rssBeforeMiB[n] === undefined ? "" : ` (before ${r.rssBeforeMiB[n]})`}`)
+      .join("<br>");
+  return [
+    `# Snapshot catch-up: ${o.mib} MiB of 64 KiB values, ${o.smallPuts} small puts while a follower is down`,
+    "",
+    `3 members, --snapshot-count 2000, a probe put every ${PROBE_INTERVAL_MS} ms during the catch-up. ${cpus().length} CPUs, ${Math.round(totalmem() / 2 ** 30)} GiB.`,
+    "",
+    `| | ${results.map((r) => r.target).join(" | ")} |`,
+    `|---|${results.map(() => "---").join("|")}|`,
+    row("follower caught up after", (r) => (r.catchUpSeconds === null ? "not within 15 min" : `${r.catchUpSeconds} s`)),
+    row("leader changes during the catch-up", (r) => String(r.leaderChanges)),
+    row("slowest probe put during the catch-up", (r) => `${r.slowestProbeMs} ms (${r.probes} probes, ${r.failedProbes} failed)`),
+    row("peak RSS during the catch-up", rss),
+    row("snapshots the follower received", (r) => (r.followerSnapshotsReceived === null ? "?" : String(r.followerSnapshotsReceived))),
+    "",
+  ].join("\n");
+}
+
+async function main(): Promise<void> {
+  const o = parseOptions(process.argv.slice(2));
+  if (!existsSync(SERVER_JS)) throw new Error(`${SERVER_JS} missing: run 'npm run build' first`);
+  const results: TargetResult[] = [];
+  for (const t of TARGETS) if (o.only === undefined || o.only === t) results.push(await runTarget(t, o));
+  mkdirSync(o.outDir, { recursive: true });
+  const stamp = new Date().toISOString().replace(/:/g, "-").replace(/\.\d+Z$/, "Z");
+  const base = join(o.outDir, `snapshot-catchup-${stamp}`);
+  writeFileSync(`${base}.json`, JSON.stringify({ options: o, results }, null, 2));
+  const md = markdown(o, results);
+  writeFileSync(`${base}.md`, md);
+  console.log(`\n${md}\nwrote ${relative(ROOT, base)}.json and .md`);
+}
+
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exit(1);
+});
