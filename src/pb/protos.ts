@@ -15,8 +15,8 @@ export const ETCD_API_FILES: readonly string[] = [
   "v3electionpb/v3election.proto",
 ];
 
-/** What the member decodes: the client API plus the request one Raft entry carries. */
-export const MEMBER_FILES: readonly string[] = [...ETCD_API_FILES, "etcdserverpb/raft_internal.proto"];
+/** What the member decodes: the client API, the request one Raft entry carries, and gRPC's health service (etcd registers it). */
+export const MEMBER_FILES: readonly string[] = [...ETCD_API_FILES, "etcdserverpb/raft_internal.proto", "grpc/health/v1/health.proto"];
 
 let etcdCodecs: ProtoCodecs | undefined;
 let memberCodecs: ProtoCodecs | undefined;

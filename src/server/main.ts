@@ -9,6 +9,7 @@ import { clientHttp } from "../gateway/index.js";
 import { registerMvccMetrics } from "../mvcc/metrics.js";
 import { clusterService } from "./api/cluster.js";
 import { electionService } from "./api/election.js";
+import { healthService } from "./api/health.js";
 import { kvService } from "./api/kv.js";
 import { leaseService } from "./api/lease.js";
 import { lockService } from "./api/lock.js";
@@ -98,6 +99,7 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
     g.addService("etcdserverpb.Watch", watchService(server.v3));
     g.addService("v3lockpb.Lock", lockService(server.v3));
     g.addService("v3electionpb.Election", electionService(server.v3));
+    g.addService("grpc.health.v1.Health", healthService());
     // After the services: the JSON gateway dispatches to the handlers registered above.
     g.setHttpHandler(clientHttp({ methods: g, routes, cors: config.cors }));
     const { host, port } = hostPort(url);
