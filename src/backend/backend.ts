@@ -45,6 +45,19 @@ export interface BackendOptions {
   batchLimit?: number;
   /** Told when a restore could not checkpoint the old file completely (for the member's log). */
   onIncompleteCheckpoint?: (message: string) => void;
+  /** Durations of commits, snapshots and defrags (etcd_disk_backend_*_duration_seconds). */
+  timings?: BackendTimings;
+}
+
+/** Where the backend reports how long its operations took, in seconds. */
+export interface BackendTimings {
+  /** One batch commit (etcd: backend commit, what its dashboard calls "DB fsync"). */
+  commit(seconds: number): void;
+  /** One read of the whole file in a read transaction (a client's Maintenance.Snapshot). */
+  snapshot(seconds: number): void;
+  /** One defragmentation; `inflight` brackets it (etcd_disk_defrag_inflight). */
+  defrag(seconds: number): void;
+  defragInflight(active: boolean): void;
 }
 
 /** A store living in the backend. */
@@ -73,6 +86,7 @@ export class Backend {
   private readonly stores: BackendStore[] = [];
   private readonly batchLimit: number;
   private readonly onIncompleteCheckpoint: ((message: string) => void) | undefined;
+  private readonly timings: BackendTimings | undefined;
   private pending = 0;
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
@@ -83,6 +97,7 @@ export class Backend {
     this.path = path;
     this.batchLimit = opts.batchLimit ?? 10_000;
     this.onIncompleteCheckpoint = opts.onIncompleteCheckpoint;
+    this.timings = opts.timings;
     invariant(this.batchLimit > 0, "batchLimit must be positive");
     this.db = this.connect();
     this.tx = this.newTx();
@@ -158,9 +173,11 @@ export class Backend {
   private commitBatch(): void {
     invariant(!this.closed, "backend is closed");
     invariant(this.db.inTransaction, "batch transaction must be open");
+    const startMs = this.timings === undefined ? 0 : performance.now();
     for (const s of this.stores) s.preCommit?.();
     this.commit.run();
     this.pending = 0;
+    this.timings?.commit((performance.now() - startMs) / 1000);
   }
 
   /**
@@ -185,6 +202,15 @@ export class Backend {
    * connection. The connection is closed when `use` settles.
    */
   async withReadTransaction<T>(use: (db: Database.Database) => Promise<T>): Promise<T> {
+    const startMs = performance.now();
+    try {
+      return await this.readTransaction(use);
+    } finally {
+      this.timings?.snapshot((performance.now() - startMs) / 1000);
+    }
+  }
+
+  private async readTransaction<T>(use: (db: Database.Database) => Promise<T>): Promise<T> {
     this.forceCommit();
     const reader = new Database(this.path, { readonly: true });
     try {
@@ -279,14 +305,29 @@ export class Backend {
 
   /** Rewrites the file without free pages (VACUUM), blocking like etcd's defrag. */
   defragment(): { sizeBeforeBytes: number; sizeAfterBytes: number } {
-    this.commitBatch();
-    this.db.pragma("wal_checkpoint(TRUNCATE)");
-    const sizeBeforeBytes = this.sizeBytes();
-    this.db.exec("VACUUM");
-    this.db.pragma("wal_checkpoint(TRUNCATE)");
-    const sizeAfterBytes = this.sizeBytes();
-    this.begin.run();
-    return { sizeBeforeBytes, sizeAfterBytes };
+    const startMs = performance.now();
+    this.timings?.defragInflight(true);
+    try {
+      this.commitBatch();
+      this.db.pragma("wal_checkpoint(TRUNCATE)");
+      const sizeBeforeBytes = this.sizeBytes();
+      this.db.exec("VACUUM");
+      this.db.pragma("wal_checkpoint(TRUNCATE)");
+      const sizeAfterBytes = this.sizeBytes();
+      this.begin.run();
+      return { sizeBeforeBytes, sizeAfterBytes };
+    } finally {
+      this.timings?.defragInflight(false);
+      this.timings?.defrag((performance.now() - startMs) / 1000);
+    }
+  }
+
+  /** Bytes of the database in use: its pages less the free ones (etcd: size in use). */
+  sizeInUseBytes(): number {
+    const pageSize = this.db.pragma("page_size", { simple: true }) as number;
+    const pages = this.db.pragma("page_count", { simple: true }) as number;
+    const free = this.db.pragma("freelist_count", { simple: true }) as number;
+    return pageSize * (pages - free);
   }
 
   close(): void {

@@ -34,14 +34,18 @@ export interface RegisteredMethod {
 /**
  * Per-call events for metrics (etcd exports grpc_server_started_total,
  * grpc_server_handled_total{grpc_code}, grpc_server_msg_received_total and
- * grpc_server_msg_sent_total per method).
+ * grpc_server_msg_sent_total per method). Every call passes here, whatever its kind.
  */
 export interface CallObserver {
-  started(method: MethodDescriptor): void;
-  /** The status the call ended with (CANCELLED when the client went away first). */
-  handled(method: MethodDescriptor, code: Status): void;
-  received(method: MethodDescriptor): void;
-  sent(method: MethodDescriptor): void;
+  /** A method was registered: lets metrics start its series at 0, as go-grpc-prometheus does. */
+  registered?(method: MethodDescriptor): void;
+  /** `clientApiVersion`: the client's `client-api-version` header (etcd's clientv3 sends one). */
+  started(method: MethodDescriptor, clientApiVersion: string | undefined): void;
+  /** The status the call ended with (CANCELLED when the client went away first), after `seconds`. */
+  handled(method: MethodDescriptor, code: Status, seconds: number): void;
+  /** One request message of `bytes` (its protobuf body, without the 5-byte gRPC prefix). */
+  received(method: MethodDescriptor, bytes: number): void;
+  sent(method: MethodDescriptor, bytes: number): void;
 }
 
 /** What a call needs from its server. */
@@ -110,6 +114,8 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
   private closed = false;
   private isCancelled = false;
   private trailers: Record<string, string> = OK_TRAILERS;
+  /** performance.now() at the start, for the observer's handling time (0 without an observer). */
+  private readonly startedAtMs: number;
   private timer: NodeJS.Timeout | undefined;
   private controller: AbortController | undefined;
   private metadataView: HeaderMetadata | undefined;
@@ -132,7 +138,14 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
     this.registered = registered;
     this.host = host;
     this.method = registered.descriptor.path;
-    host.observer?.started(registered.descriptor);
+    const observer = host.observer;
+    if (observer !== undefined) {
+      this.startedAtMs = performance.now();
+      const version = headers["client-api-version"];
+      observer.started(registered.descriptor, typeof version === "string" ? version : undefined);
+    } else {
+      this.startedAtMs = 0;
+    }
     stream.on("data", onStreamData);
     stream.on("end", onStreamEnd);
     stream.on("close", onStreamClose);
@@ -215,7 +228,7 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
       throw new GrpcError(Status.INTERNAL, `grpc: error unmarshalling request: ${(err as Error).message}`);
     }
     this.received++;
-    this.host.observer?.received(this.registered.descriptor);
+    this.host.observer?.received(this.registered.descriptor, message.length);
     if (this.requests) {
       this.requests.push(request);
     } else if (this.received === 1) {
@@ -246,7 +259,7 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
     if (!this.finished) {
       // The client reset the stream or the connection died before the status went out.
       this.finished = true;
-      this.host.observer?.handled(this.registered.descriptor, Status.CANCELLED);
+      this.host.observer?.handled(this.registered.descriptor, Status.CANCELLED, this.elapsedSeconds());
       this.cancel(cancelledError("context canceled"));
     } else if (this.controller !== undefined && !this.controller.signal.aborted) {
       // The call ended (OK or an error status) and its stream is gone: a handler still holding
@@ -350,8 +363,8 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
     this.clearTimer();
     const observer = this.host.observer;
     if (observer) {
-      observer.sent(this.registered.descriptor);
-      observer.handled(this.registered.descriptor, Status.OK);
+      observer.sent(this.registered.descriptor, frame.length - MESSAGE_PREFIX_BYTES);
+      observer.handled(this.registered.descriptor, Status.OK, this.elapsedSeconds());
     }
     const stream = this.stream;
     if (stream.destroyed) return;
@@ -389,7 +402,7 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
     const stream = this.stream;
     if (stream.destroyed) return true;
     if (!stream.headersSent) stream.respond(RESPONSE_HEADERS, RESPOND_OPTIONS);
-    this.host.observer?.sent(this.registered.descriptor);
+    this.host.observer?.sent(this.registered.descriptor, frame.length - MESSAGE_PREFIX_BYTES);
     return stream.write(frame);
   }
 
@@ -423,7 +436,7 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
 
   private sendStatus(code: Status, message: string, extra: Readonly<Record<string, string>> | undefined): void {
     this.finished = true;
-    this.host.observer?.handled(this.registered.descriptor, code);
+    this.host.observer?.handled(this.registered.descriptor, code, this.elapsedSeconds());
     this.clearTimer();
     this.requests?.destroy(cancelledError("call ended"));
     const stream = this.stream;
@@ -449,6 +462,10 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
   private closeReadSide(): void {
     if (this.readState !== "open" || this.stream.destroyed) return;
     setImmediate(closeIfStillReading, this.stream);
+  }
+
+  private elapsedSeconds(): number {
+    return (performance.now() - this.startedAtMs) / 1000;
   }
 
   private clearTimer(): void {

@@ -147,6 +147,7 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
         kind: methodKind(descriptor.requestStream, descriptor.responseStream),
         handler,
       });
+      this.observer?.registered?.(descriptor);
     }
   }
 

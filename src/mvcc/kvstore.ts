@@ -36,6 +36,7 @@ import { type LeaseHooks, NO_LEASES } from './lease_hooks.js';
 import { lastOfMain, revMain } from './revision.js';
 import { keyFromString, keyToString, TreeIndex } from './tree_index.js';
 import { checkKvOp } from './txn_check.js';
+import { OpCounters } from './op_counters.js';
 import {
   type CompactionRequest,
   type DeleteRangeRequest,
@@ -105,6 +106,8 @@ const RANGE_READ_ATTEMPTS_MAX = 3;
 
 export class KvStore implements StoreCore {
   readonly index = new TreeIndex();
+  /** Requests served and applied, by kind (etcd_mvcc_*_total; read at scrape time). */
+  readonly ops = new OpCounters();
   /** The kv and meta tables (the same object across snapshot restores). */
   readonly backend: KvBackend;
   private readonly shared: Backend;
@@ -356,6 +359,7 @@ export class KvStore implements StoreCore {
   /** Range at the current state (serializable/linearizable reads and raft range ops). */
   range(req: RangeRequest): RangeResponse {
     this.assertOpen();
+    this.ops.ranges++;
     return applyRange(new KvTxn(this), req);
   }
 
@@ -363,17 +367,22 @@ export class KvStore implements StoreCore {
     this.assertOpen();
     const lease = numOf(req.lease);
     if (lease !== 0 && !this.leases.exists(lease)) throw new ErrLeaseNotFound();
-    return this.write((txn) => applyPut(txn, req));
+    const res = this.write((txn) => applyPut(txn, req));
+    this.ops.put(req);
+    return res;
   }
 
   deleteRange(req: DeleteRangeRequest): DeleteRangeResponse {
     this.assertOpen();
+    this.ops.deletes++;
     return this.write((txn) => applyDeleteRange(txn, req));
   }
 
   txn(req: TxnRequest): TxnResponse {
     this.assertOpen();
-    return this.write((txn) => applyTxn(txn, req, this.leases));
+    const res = this.write((txn) => applyTxn(txn, req, this.leases));
+    this.ops.txn(res);
+    return res;
   }
 
   /**
@@ -518,6 +527,11 @@ export class KvStore implements StoreCore {
     return this.shared.defragment();
   }
 
+  /** Bytes of the database in use: its pages less the free ones (a defrag would shrink to about this). */
+  sizeInUseBytes(): number {
+    return this.shared.sizeInUseBytes();
+  }
+
   /** Bytes the backend uses on disk. */
   sizeBytes(): number {
     return this.shared.sizeBytes();
@@ -530,6 +544,7 @@ export class KvStore implements StoreCore {
    */
   async rangeAsync(req: RangeRequest, signal?: AbortSignal): Promise<RangeReadResult> {
     const opts = { ...DEFAULT_RANGE_READ, ...this.opts.rangeRead };
+    this.ops.ranges++;
     return this.readRestarting((target) => readRange(target, req, opts, signal));
   }
 
@@ -540,7 +555,9 @@ export class KvStore implements StoreCore {
    */
   async txnReadOnlyAsync(req: TxnRequest, signal?: AbortSignal): Promise<TxnReadResult> {
     const opts = { ...DEFAULT_RANGE_READ, ...this.opts.rangeRead };
-    return this.readRestarting((target) => readTxn(target, req, readOnlyTxnPath(new KvTxn(this), req), opts, signal));
+    const res = await this.readRestarting((target) => readTxn(target, req, readOnlyTxnPath(new KvTxn(this), req), opts, signal));
+    this.ops.txn(res);
+    return res;
   }
 
   /** Runs a sliced read on the current state; a snapshot install mid-read (null) restarts it. */

@@ -45,6 +45,8 @@ export interface WatchHost {
 export type WatchHandler = (resp: WatchResponse) => boolean | void;
 
 export class WatchStream implements WatcherSink {
+  /** Events queued to this stream's client so far (etcd_debugging_mvcc_events_total). */
+  eventsSent = 0;
   private readonly watchers = new Map<number, Watcher>();
   private readonly buffer: WatchResponse[] = [];
   private head = 0;
@@ -152,6 +154,7 @@ export class WatchStream implements WatcherSink {
     if (this.closed) return true; // nothing to deliver to; do not park
     if (!this.hasRoom()) return false;
     this.buffer.push(resp);
+    this.eventsSent += resp.events.length;
     this.wake();
     return true;
   }

@@ -46,6 +46,8 @@ export class WatchableStore implements WatchHost {
   private readonly unsynced = new Set<Watcher>();
   private readonly progressWatchers = new Set<Watcher>();
   private readonly streams = new Set<WatchStream>();
+  /** Events sent by streams already closed (eventsSent() adds the open ones'). */
+  private closedStreamsEvents = 0;
   private syncTimer: NodeJS.Timeout | null = null;
   private syncSoon = false;
   private progressTimer: NodeJS.Timeout | null = null;
@@ -84,7 +86,19 @@ export class WatchableStore implements WatchHost {
   /** Closes a stream and forgets it. */
   closeStream(s: WatchStream): void {
     s.close();
-    this.streams.delete(s);
+    if (this.streams.delete(s)) this.closedStreamsEvents += s.eventsSent;
+  }
+
+  /** Open watch streams (etcd_debugging_mvcc_watch_stream_total). */
+  get streamCount(): number {
+    return this.streams.size;
+  }
+
+  /** Events handed to watch streams so far (etcd_debugging_mvcc_events_total). */
+  eventsSent(): number {
+    let n = this.closedStreamsEvents;
+    for (const s of this.streams) n += s.eventsSent;
+    return n;
   }
 
   get syncedCount(): number {

@@ -73,6 +73,8 @@ export interface ServerConfig {
   readonly listenMetricsUrls: readonly string[];
   /** --metrics: "extensive" adds histogram metrics. */
   readonly metricsLevel: "basic" | "extensive";
+  /** --enable-pprof: CPU profiles and heap snapshots under /debug/pprof/ (src/server/pprof.ts). */
+  readonly enablePprof: boolean;
 
   /** --initial-cluster (or --peers), in the order given; names unique. */
   readonly initialCluster: readonly InitialMember[];
@@ -100,7 +102,7 @@ export interface ServerConfig {
   readonly cors: string;
 
   readonly logLevel: LogLevel;
-  /** "zap" (JSON, etcd 3.5's default) or "capnslog" (accepted; etcetera logs JSON either way). */
+  /** "zap" (JSON lines, etcd 3.5's default and etcetera's) or "capnslog" (etcd 3.4's text lines). */
   readonly logger: "zap" | "capnslog";
   /** --log-outputs: "default", "stdout", "stderr" or file paths. */
   readonly logOutputs: readonly string[];
@@ -168,9 +170,9 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
 
   { group: MONITORING, name: "listen-metrics-urls", kind: "string", defaultValue: "", usage: "List of URLs to listen on for the metrics and health endpoints." },
   { group: MONITORING, name: "metrics", kind: "enum", choices: ["basic", "extensive"], defaultValue: "basic", usage: "Set level of detail for exported metrics, specify 'extensive' to include histogram metrics." },
-  { group: MONITORING, name: "enable-pprof", kind: "bool", defaultValue: "false", usage: "Accepted for compatibility; etcetera has no pprof endpoint." },
+  { group: MONITORING, name: "enable-pprof", kind: "bool", defaultValue: "false", usage: "Enable runtime profiling data via HTTP server. Address is at client URL + \"/debug/pprof/\"" },
 
-  { group: LOGGING, name: "logger", kind: "string", defaultValue: "zap", usage: "Specify 'zap' for structured logging or 'capnslog' (accepted; etcetera always logs structured JSON)." },
+  { group: LOGGING, name: "logger", kind: "string", defaultValue: "zap", usage: "Specify 'zap' for structured logging or 'capnslog'. [WARN] 'capnslog' will be deprecated in v3.5." },
   { group: LOGGING, name: "log-outputs", kind: "string", defaultValue: "default", usage: "Specify 'stdout' or 'stderr' to skip journald logging even when running under systemd, or list of comma separated output targets." },
   { group: LOGGING, name: "log-level", kind: "string", defaultValue: "info", usage: "Configures log level. Only supports debug, info, warn, error, panic, or fatal." },
 
@@ -253,13 +255,11 @@ function buildConfig(
 
   const logger = raw("logger");
   if (logger !== "zap" && logger !== "capnslog") throw verifyError(`unknown logger option "${logger}"`);
-  if (logger === "capnslog") warnings.push("'capnslog' logger is accepted for compatibility; etcetera logs JSON as with --logger=zap");
   const logLevel = raw("log-level");
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
     throw verifyError(`unknown log level "${logLevel}" (only supports debug, info, warn, error, panic, or fatal)`);
   }
   if (parseGoBool(raw("enable-v2"))) throw verifyError("--enable-v2 is not supported: etcetera serves only the v3 API");
-  if (parseGoBool(raw("enable-pprof"))) warnings.push("--enable-pprof has no effect in etcetera");
 
   const quotaFlag = parseGoInt(raw("quota-backend-bytes"));
   const quotaBackendBytes = quotaFlag < 0 ? null : quotaFlag === 0 ? DEFAULT_QUOTA_BACKEND_BYTES : quotaFlag;
@@ -290,6 +290,7 @@ function buildConfig(
     initialAdvertisePeerUrls,
     listenMetricsUrls,
     metricsLevel: raw("metrics") as "basic" | "extensive",
+    enablePprof: parseGoBool(raw("enable-pprof")),
     initialCluster,
     initialClusterText: formatInitialCluster(initialCluster),
     initialClusterState: raw("initial-cluster-state") as ClusterState,

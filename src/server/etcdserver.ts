@@ -24,6 +24,7 @@ import { minLeaseTtlSec } from "../lease/ttl.js";
 import { KvStore } from "../mvcc/kvstore.js";
 import { WatchableStore } from "../mvcc/watchable_store.js";
 import { RawNode } from "../raft/index.js";
+import type { Status } from "../raft/rawnode.js";
 import { NONE, type NodeId } from "../raft/types.js";
 import { ErrCompacted } from "../mvcc/errors.js";
 import { Alarms } from "./alarms.js";
@@ -38,7 +39,9 @@ import { componentLogger, type Logger } from "./logger.js";
 import { LeaderClient } from "./leader_client.js";
 import { initialClusterInfo, formatId, type Member } from "./member.js";
 import { Membership } from "./membership.js";
-import { registerServerMetrics } from "./metrics.js";
+import { backendTimings, snapshotDbTimings } from "./disk_metrics.js";
+import { checkHealth, type HealthResult } from "./health.js";
+import { registerServerMetrics, type ServerCounters } from "./metrics.js";
 import { Proposals } from "./proposals.js";
 import { publish } from "./publish.js";
 import { RaftLoop } from "./raft_loop.js";
@@ -104,6 +107,7 @@ export class EtcdServer {
   private api!: V3Api;
   /** --auto-compaction-*: runs paused, resumed while this member leads. */
   private compactor: Compactor | undefined;
+  private counters!: ServerCounters;
   private tickTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -122,7 +126,10 @@ export class EtcdServer {
 
     mkdirSync(o.config.snapDir, { recursive: true });
     mkdirSync(join(o.config.dataDir, "member"), { recursive: true });
-    this.backend = Backend.open(join(o.config.snapDir, "db"), { onIncompleteCheckpoint: (message) => this.logger.warn({}, message) });
+    this.backend = Backend.open(join(o.config.snapDir, "db"), {
+      onIncompleteCheckpoint: (message) => this.logger.warn({}, message),
+      timings: backendTimings(o.registry),
+    });
     // Stores recover from a snapshot in the order they register, as etcd's: lease, mvcc, alarms, members.
     this.lessor = new Lessor({
       backend: this.backend,
@@ -175,6 +182,7 @@ export class EtcdServer {
       consistentIndex: () => this.kv.consistentIndex(),
       logger: this.logger,
       registry,
+      timings: snapshotDbTimings(registry),
     });
     if (snapshot !== undefined) await this.snapshots.recoverAtStart(snapshot);
     if (existed && c.ops.forceNewCluster) {
@@ -206,7 +214,7 @@ export class EtcdServer {
       this.raw.bootstrap([...this.initialMembers.keys()]);
     }
 
-    const counters = registerServerMetrics(
+    const counters = (this.counters = registerServerMetrics(
       registry,
       {
         hasLeader: () => this.leader() !== NONE,
@@ -218,7 +226,7 @@ export class EtcdServer {
         applyingSnapshot: () => this.snapshots.installing,
       },
       { memberIdHex: this.memberId.toString(16), version: ETCD_API_VERSION, quotaBackendBytes: c.quotaBackendBytes ?? 0 },
-    );
+    ));
     const wake = () => this.loop.schedule();
     this.proposals = new Proposals({
       ids: new IdGenerator(this.memberId, Date.now()),
@@ -288,6 +296,7 @@ export class EtcdServer {
       expiredLeases: () => this.lessor.expiredLeases(),
       propose: (req) => this.proposals.propose(req),
       logger: this.logger,
+      expired: counters.leaseExpired,
     });
     this.leaseCheckpoints = new LeaseCheckpoints({
       isLeader: () => this.isLeader(),
@@ -405,6 +414,15 @@ export class EtcdServer {
   }
   isLearner(): boolean {
     return this.loop.isLearner();
+  }
+  raftStatus(): Status {
+    return this.raw.status();
+  }
+
+  /** etcd 3.4's /health check: no alarm, a leader, and a quorum read within a second. */
+  checkHealth(): Promise<HealthResult> {
+    const source = { alarms: () => this.alarms.list(), leader: () => this.leader(), linearizableRead: () => this.readIndex.notify() };
+    return checkHealth(source, this.counters, this.logger);
   }
 
   async stop(): Promise<void> {

@@ -16,6 +16,8 @@ export interface LeaseExpiryOptions {
   expiredLeases(): Iterable<LeaseId>;
   propose(req: ProposedRequest): Promise<ApplyOutcome>;
   logger: Logger;
+  /** etcd_debugging_server_lease_expired_total: counted once a revoke of an expired lease applied. */
+  expired?: { inc(): void };
 }
 
 export class LeaseExpiry {
@@ -35,9 +37,14 @@ export class LeaseExpiry {
   revokeExpired(): void {
     if (!this.o.isLeader()) return;
     for (const id of this.o.expiredLeases()) {
-      this.o.propose({ leaseRevoke: { ID: id } }).catch((err: unknown) => {
-        this.o.logger.debug({ leaseId: id.toString(16), err: String(err) }, "failed to revoke expired lease");
-      });
+      this.o.propose({ leaseRevoke: { ID: id } }).then(
+        (outcome) => {
+          if (outcome.error === undefined) this.o.expired?.inc();
+        },
+        (err: unknown) => {
+          this.o.logger.debug({ leaseId: id.toString(16), err: String(err) }, "failed to revoke expired lease");
+        },
+      );
     }
   }
 }

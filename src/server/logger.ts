@@ -10,6 +10,7 @@
  */
 import { pino, type DestinationStream, type Logger } from "pino";
 import type { LogLevel } from "./config.js";
+import { capnslogDestination } from "./log_capnslog.js";
 
 export type { Logger } from "pino";
 
@@ -28,6 +29,8 @@ export interface LoggerOptions {
   outputs?: readonly string[];
   /** Extra fields on every line (e.g. {"member-name": "n1"}). */
   base?: Record<string, string | number>;
+  /** --logger: "zap" (JSON lines, the default) or "capnslog" (etcd 3.4's text lines, log_capnslog.ts). */
+  format?: "zap" | "capnslog";
 }
 
 function toPinoLevel(level: LogLevel): pino.Level {
@@ -36,6 +39,7 @@ function toPinoLevel(level: LogLevel): pino.Level {
 
 /** The process's root logger. */
 export function createLogger(options: LoggerOptions = {}): Logger {
+  const destination = options.destination ?? outputsDestination(options.outputs ?? ["default"]);
   return pino(
     {
       level: toPinoLevel(options.level ?? "info"),
@@ -46,7 +50,7 @@ export function createLogger(options: LoggerOptions = {}): Logger {
         level: (label) => ({ level: label }),
       },
     },
-    options.destination ?? outputsDestination(options.outputs ?? ["default"]),
+    options.format === "capnslog" ? capnslogDestination(destination) : destination,
   );
 }
 

@@ -6,6 +6,7 @@ import { createServer } from "node:http";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import { GrpcServer, GRPC_OVERHEAD_BYTES, type MemberServices } from "../grpc/index.js";
 import { clientHttp } from "../gateway/index.js";
+import { serveHttp1 } from "../grpc/http.js";
 import { registerMvccMetrics } from "../mvcc/metrics.js";
 import { clusterService } from "./api/cluster.js";
 import { electionService } from "./api/election.js";
@@ -18,7 +19,9 @@ import { Quota } from "./api/quota.js";
 import { watchService } from "./api/watch.js";
 import { resolveCommandLine, type ServerConfig } from "./config.js";
 import { EtcdServer } from "./etcdserver.js";
-import { httpRoutes } from "./http_routes.js";
+import { grpcMetrics } from "./grpc_metrics.js";
+import { httpRoutes, metricsRoutes } from "./http_routes.js";
+import { registerProcessMetrics } from "./process_metrics.js";
 import { createLogger, type Logger } from "./logger.js";
 import { formatId } from "./member.js";
 import { loadMemberCodecs } from "../pb/protos.js";
@@ -40,7 +43,9 @@ export async function main(argv: string[]): Promise<void> {
   });
   if ("exitCode" in resolved) process.exit(resolved.exitCode);
   const config: ServerConfig = resolved;
-  const logger = createLogger({ level: config.logLevel, outputs: config.logOutputs });
+  const logger = createLogger({ level: config.logLevel, outputs: config.logOutputs, format: config.logger });
+  // etcd 3.4 prints this to stderr before its first capnslog line.
+  if (config.logger === "capnslog") process.stderr.write("[WARNING] Deprecated '--logger=capnslog' flag is set; use '--logger=zap' flag instead\n");
   // A bug escaping to the event loop still kills the member as Node would (exit 1), but
   // its stack also lands in --log-outputs: Node's own report goes to stderr only.
   process.on("uncaughtException", (err, origin) => {
@@ -72,6 +77,7 @@ export async function main(argv: string[]): Promise<void> {
 async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet<TestBug>): Promise<void> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  registerProcessMetrics(registry);
   logger.info({ name: config.name, dataDir: config.dataDir, initialCluster: config.initialClusterText }, "starting etcetera");
   const fatal = (err: Error) => {
     logger.fatal({ err: String(err) }, "member stopped on a fatal error");
@@ -84,13 +90,16 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
 
   const quota = new Quota(server.v3);
   const grpcServers: GrpcServer<MemberServices>[] = [];
-  const routes = httpRoutes(server, registry);
+  const routes = httpRoutes(server, registry, { enablePprof: config.enablePprof });
+  // One observer for every client URL: the gRPC families count the member's calls, not a listener's.
+  const observer = grpcMetrics(registry, { level: config.metricsLevel });
   for (const url of config.listenClientUrls) {
     // The member's codecs decode to the camelCase messages of src/pb/member-types.ts; addService checks each service against them.
     const g = new GrpcServer<MemberServices>({
       codecs: loadMemberCodecs(),
       maxReceiveMessageBytes: config.maxRequestBytes + GRPC_OVERHEAD_BYTES,
       maxConcurrentStreams: config.maxConcurrentStreams,
+      observer,
     });
     g.addService("etcdserverpb.KV", kvService(server.v3, quota));
     g.addService("etcdserverpb.Lease", leaseService(server.v3, quota));
@@ -108,17 +117,8 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
   }
   const metricsServers = config.listenMetricsUrls.map((url) => {
     const { host, port } = hostPort(url);
-    const srv = createServer((req, res) => {
-      void (async () => {
-        if (req.url?.startsWith("/metrics")) {
-          res.writeHead(200, { "content-type": registry.contentType });
-          res.end(await registry.metrics());
-        } else {
-          res.writeHead(404);
-          res.end("404 page not found\n");
-        }
-      })();
-    });
+    const handler = metricsRoutes(server, registry);
+    const srv = createServer((req, res) => serveHttp1(req, res, handler));
     srv.listen(port, host);
     return srv;
   });

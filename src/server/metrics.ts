@@ -29,6 +29,10 @@ export interface ServerCounters {
   leaderChanges: Counter;
   proposalsFailed: Counter;
   readIndexesFailed: Counter;
+  /** /health answers (etcd_server_health_success / _failures). */
+  healthSuccess: Counter;
+  healthFailures: Counter;
+  leaseExpired: Counter;
 }
 
 function labelGauge(registry: Registry, name: string, help: string, label: string, value: string): void {
@@ -47,9 +51,16 @@ export function registerServerMetrics(registry: Registry, src: ServerMetricsSour
   new Gauge({ name: "etcd_server_quota_backend_bytes", help: "Current backend storage quota size in bytes.", registers: [registry] }).set(o.quotaBackendBytes);
   labelGauge(registry, "etcd_server_id", "Server or member ID in hexadecimal format. 1 for 'server_id' label with current ID.", "server_id", o.memberIdHex);
   labelGauge(registry, "etcd_server_version", "Which version is running. 1 for 'server_version' label with current version.", "server_version", o.version);
+  // etcd sets the cluster version once the members agree on one; etcetera's members are all one version.
+  labelGauge(registry, "etcd_cluster_version", "Which version is running. 1 for 'cluster_version' label with current cluster version", "cluster_version", o.version.replace(/^(\d+\.\d+).*$/, "$1"));
+  // etcd's label holds the Go runtime's version; here the runtime is Node's ("node-v20.19.0").
+  labelGauge(registry, "etcd_server_go_version", "Which Go version server is running with. 1 for 'server_go_version' label with current version.", "server_go_version", `node-${process.version}`);
   return {
     leaderChanges: new Counter({ name: "etcd_server_leader_changes_seen_total", help: "The number of leader changes seen.", registers: [registry] }),
     proposalsFailed: new Counter({ name: "etcd_server_proposals_failed_total", help: "The total number of failed proposals seen.", registers: [registry] }),
     readIndexesFailed: new Counter({ name: "etcd_server_read_indexes_failed_total", help: "The total number of failed read indexes seen.", registers: [registry] }),
+    healthSuccess: new Counter({ name: "etcd_server_health_success", help: "The total number of successful health checks", registers: [registry] }),
+    healthFailures: new Counter({ name: "etcd_server_health_failures", help: "The total number of failed health checks", registers: [registry] }),
+    leaseExpired: new Counter({ name: "etcd_debugging_server_lease_expired_total", help: "The total number of expired leases.", registers: [registry] }),
   };
 }

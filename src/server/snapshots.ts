@@ -23,6 +23,7 @@ import type { Backend } from "../backend/backend.js";
 import type { ConfState, Message, Snapshot } from "../raft/types.js";
 import type { SnapshotChunk } from "../etcd_format/index.js";
 import { streamBackendSnapshot } from "./etcd_snapshot.js";
+import type { SnapshotDbTimings } from "./disk_metrics.js";
 import type { Logger } from "./logger.js";
 import { formatId } from "./member.js";
 import type { RaftStorage } from "./raft_storage.js";
@@ -50,6 +51,8 @@ export interface SnapshotsOptions {
   logger: Logger;
   /** Where etcd_disk_backend_snapshot_duration_seconds goes (a private registry when not given). */
   registry?: Registry;
+  /** How long writing a received image took (etcd_snap_db_*). */
+  timings?: SnapshotDbTimings;
 }
 
 export class Snapshots {
@@ -135,6 +138,7 @@ export class Snapshots {
   async receive(from: number, m: Message, totalBytes: number): Promise<SnapshotSink> {
     const id = randomBytes(12).toString("hex");
     const path = join(this.o.snapDir, `${INCOMING}${id}${TEMP_SUFFIX}`);
+    const startMs = performance.now();
     const fh: FileHandle = await open(path, "wx");
     let position = 0;
     let closed = false;
@@ -159,8 +163,11 @@ export class Snapshots {
       commit: async () => {
         if (position !== totalBytes) throw new Error(`snapshot file ${path} holds ${position} of ${totalBytes} bytes`);
         await writing;
+        const syncStartMs = performance.now();
         await fh.sync();
+        this.o.timings?.fsync((performance.now() - syncStartMs) / 1000);
         await close();
+        this.o.timings?.save((performance.now() - startMs) / 1000);
         this.received.set(id, path);
         const data = Buffer.concat([RECEIVED_PREFIX, Buffer.from(id)]);
         return { ...m, snapshot: { metadata: m.snapshot!.metadata, data } };

@@ -23,6 +23,7 @@ import { crc32 } from "node:zlib";
 import { type Snapshot, isEmptySnapshot } from "../raft/types.js";
 import { SnapshotCorruptionError } from "./errors.js";
 import { type WalLogger, silentLogger } from "./logger.js";
+import type { SnapshotTimings } from "./metrics.js";
 import { readSnapshotPayload, snapshotPayloadBytes, writeSnapshotPayload } from "./record.js";
 import { fsyncDir } from "./segment.js";
 
@@ -33,6 +34,8 @@ const NAME = /^([0-9a-f]{16})-([0-9a-f]{16})\.snap$/;
 
 export interface SnapshotterOptions {
   logger?: WalLogger;
+  /** Durations of each save's steps, for metrics. */
+  timings?: SnapshotTimings;
 }
 
 export function snapshotFileName(term: number, index: number): string {
@@ -74,12 +77,14 @@ export function decodeSnapshotFile(file: string, buf: Buffer): Snapshot {
 
 export class Snapshotter {
   private readonly logger: WalLogger;
+  private readonly timings: SnapshotTimings | undefined;
 
   constructor(
     readonly dir: string,
     opts: SnapshotterOptions = {},
   ) {
     this.logger = opts.logger ?? silentLogger;
+    this.timings = opts.timings;
   }
 
   /**
@@ -95,13 +100,19 @@ export class Snapshotter {
     const started = performance.now();
     const fh = await fs.promises.open(tmp, "w");
     try {
-      await fh.writeFile(encodeSnapshotFile(snap));
+      const encoded = encodeSnapshotFile(snap);
+      const encodedAt = performance.now();
+      this.timings?.marshal((encodedAt - started) / 1000);
+      await fh.writeFile(encoded);
+      const syncStart = performance.now();
       await fh.sync();
+      this.timings?.fsync((performance.now() - syncStart) / 1000);
     } finally {
       await fh.close();
     }
     await fs.promises.rename(tmp, final);
     await fsyncDir(this.dir);
+    this.timings?.save((performance.now() - started) / 1000);
     this.logger.info({ path: final, index: snap.metadata.index, term: snap.metadata.term, took: `${(performance.now() - started).toFixed(3)}ms` }, "saved snapshot");
   }
 

@@ -101,7 +101,10 @@ export class WalStorage implements Storage {
    */
   static async open(o: WalStorageOpenOptions): Promise<WalStorageOpenResult> {
     const walOptions: WalOptions = { logger: o.logger, ...o.wal };
-    const snapshotter = new Snapshotter(o.snapDir, { logger: o.logger });
+    // prom-client is loaded only when metrics are wanted (as the WAL does).
+    const registry = o.wal?.registry;
+    const timings = registry === undefined ? undefined : (await import("./metrics.js")).createSnapshotTimings(registry);
+    const snapshotter = new Snapshotter(o.snapDir, { logger: o.logger, timings });
     if (!WAL.exists(o.walDir)) {
       const wal = await WAL.create(o.walDir, o.metadata, walOptions);
       return { storage: new WalStorage(wal, {}, o.storage), wal, snapshotter, metadata: o.metadata, snapshot: undefined, created: true };

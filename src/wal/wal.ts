@@ -14,7 +14,7 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import type { Counter, Histogram, Registry } from "prom-client";
+import type { Gauge, Histogram, Registry } from "prom-client";
 import { EMPTY_HARD_STATE, type Entry, type HardState, emptyConfState } from "../raft/types.js";
 import { type DecodedRecord, scanSegment } from "./decoder.js";
 import {
@@ -132,7 +132,7 @@ const SMALL_UNSYNCED_WRITE_BYTES = 4096;
 export class WAL {
   private readonly logger: WalLogger;
   private readonly fsyncHistogram: Histogram | undefined;
-  private readonly writeBytes: Counter | undefined;
+  private readonly writeBytes: Gauge | undefined;
   private readonly segmentSizeBytes: number;
   private readonly maxWals: number;
   private readonly batchBytesMax: number;
@@ -170,7 +170,7 @@ export class WAL {
     private readonly locations: EntryLocations,
     replay: Pick<Replay, "hardState" | "lastIndex" | "markerIndex">,
     opts: WalOptions,
-    metrics: { fsync: Histogram; writeBytes: Counter } | undefined,
+    metrics: { fsync: Histogram; writeBytes: Gauge } | undefined,
   ) {
     this.logger = opts.logger ?? silentLogger;
     this.fsyncHistogram = metrics?.fsync;
@@ -606,9 +606,9 @@ export class WAL {
   }
 }
 
-async function loadMetrics(registry: Registry): Promise<{ fsync: Histogram; writeBytes: Counter }> {
+async function loadMetrics(registry: Registry): Promise<{ fsync: Histogram; writeBytes: Gauge }> {
   const m = await import("./metrics.js");
-  return { fsync: m.createFsyncHistogram(registry), writeBytes: m.createWriteBytesCounter(registry) };
+  return { fsync: m.createFsyncHistogram(registry), writeBytes: m.createWriteBytesGauge(registry) };
 }
 
 function segmentSizeOf(opts: WalOptions): number {

@@ -23,7 +23,12 @@ export interface MemberSpec {
   clientPort: number;
   peerPort: number;
   dataDir: string;
+  /** --listen-metrics-urls' port, when the cluster was created with `metrics`. */
+  metricsPort?: number;
 }
+
+/** Which server a member runs: the default is E2E_TARGET's; a test comparing both picks each. */
+export type Target = "etcd" | "etcetera";
 
 export class Member {
   proc: ChildProcess | undefined;
@@ -35,7 +40,13 @@ export class Member {
     private readonly args: string[],
     /** Environment of every start of this member (a restart too), under `start`'s extraEnv. */
     private readonly env: Record<string, string> = {},
+    readonly target: Target = TARGET_ETCD ? "etcd" : "etcetera",
   ) {}
+
+  /** http://127.0.0.1:<metrics port> (undefined unless the cluster was created with `metrics`). */
+  get metricsUrl(): string | undefined {
+    return this.spec.metricsPort === undefined ? undefined : `http://127.0.0.1:${this.spec.metricsPort}`;
+  }
 
   get clientUrl(): string {
     return `http://127.0.0.1:${this.spec.clientPort}`;
@@ -46,7 +57,7 @@ export class Member {
 
   start(extraEnv: Record<string, string> = {}): void {
     if (this.proc !== undefined) throw new Error(`${this.spec.name} already running`);
-    const [cmd, argv] = TARGET_ETCD ? [ETCD_BIN, this.args] : [process.execPath, [SERVER_JS, ...this.args]];
+    const [cmd, argv] = this.target === "etcd" ? [ETCD_BIN, this.args] : [process.execPath, [SERVER_JS, ...this.args]];
     const proc = spawn(cmd, argv, {
       env: { ...process.env, ...this.env, ...extraEnv },
       stdio: ["ignore", "pipe", "pipe"],
@@ -92,6 +103,10 @@ export class Member {
 export interface ClusterOptions {
   size: number;
   extraArgs?: string[];
+  /** Run this server whatever E2E_TARGET says (a test comparing etcetera with etcd starts both). */
+  target?: Target;
+  /** Give each member a --listen-metrics-urls port too. */
+  metrics?: boolean;
 }
 
 export class Cluster {
@@ -104,11 +119,18 @@ export class Cluster {
   }
 
   static async create(opts: ClusterOptions): Promise<Cluster> {
-    if (!TARGET_ETCD && !existsSync(SERVER_JS)) throw new Error(`${SERVER_JS} missing: run 'npm run build' first`);
+    const target = opts.target ?? (TARGET_ETCD ? "etcd" : "etcetera");
+    if (target === "etcetera" && !existsSync(SERVER_JS)) throw new Error(`${SERVER_JS} missing: run 'npm run build' first`);
     const dir = mkdtempSync(join(tmpdir(), "etcetera-e2e-"));
     const specs: MemberSpec[] = [];
     for (let i = 1; i <= opts.size; i++) {
-      specs.push({ name: `n${i}`, clientPort: await reservePort(), peerPort: await reservePort(), dataDir: join(dir, `n${i}.etcd`) });
+      specs.push({
+        name: `n${i}`,
+        clientPort: await reservePort(),
+        peerPort: await reservePort(),
+        dataDir: join(dir, `n${i}.etcd`),
+        metricsPort: opts.metrics === true ? await reservePort() : undefined,
+      });
     }
     const initialCluster = specs.map((s) => `${s.name}=http://127.0.0.1:${s.peerPort}`).join(",");
     const members = specs.map(
@@ -124,8 +146,9 @@ export class Cluster {
           "--initial-cluster-token=e2e-token",
           "--initial-cluster-state=new",
           "--log-level=info",
+          ...(s.metricsPort === undefined ? [] : [`--listen-metrics-urls=http://127.0.0.1:${s.metricsPort}`]),
           ...(opts.extraArgs ?? []),
-        ]),
+        ], {}, target),
     );
     return new Cluster(dir, members);
   }

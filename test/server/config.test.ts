@@ -116,7 +116,7 @@ describe("every flag", () => {
     [["--experimental-watch-progress-notify-interval", "1s"], (c) => c.watchProgressNotifyIntervalMs, 1000],
     [["--experimental-compaction-batch-limit", "10"], (c) => c.compactionBatchLimit, 10],
     [["--metrics", "extensive"], (c) => c.metricsLevel, "extensive"],
-    [["--enable-pprof"], (c) => c.warnings.includes("--enable-pprof has no effect in etcetera"), true],
+    [["--enable-pprof"], (c) => c.enablePprof, true],
     [["--version"], (c) => c.printVersion, true],
   ];
   it.each(cases)("%j", (argv, pick, expected) => {

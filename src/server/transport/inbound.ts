@@ -160,6 +160,10 @@ class InboundConnection {
     this.peerLabel = formatId(h.from);
     this.decoder.maxFrameBytes = this.ctx.limits.maxFrameBytes;
     this.socket.write(encodeHelloOk(this.ctx.localId));
+    if (h.kind === ConnectionKind.Probe) {
+      this.socket.end();
+      return;
+    }
     if (h.kind === ConnectionKind.Stream) {
       this.socket.setKeepAlive(true, 5_000);
       this.ctx.logger.info({ "local-member-id": formatId(this.ctx.localId), "remote-peer-id": this.peerLabel }, "established TCP streaming connection with remote peer");

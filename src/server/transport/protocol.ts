@@ -19,6 +19,8 @@ export const PROTOCOL_VERSION = 1;
 export enum ConnectionKind {
   Stream = 1,
   Snapshot = 2,
+  /** Answered with HelloOk and closed: the prober's round-trip measure (prober.ts). */
+  Probe = 3,
 }
 
 export interface Hello {
@@ -96,7 +98,7 @@ export function decodeHello(payload: Buffer): Hello {
   if (r.u32() !== PROTOCOL_MAGIC) throw new CodecError("not an etcetera peer (bad magic)");
   const version = r.u16();
   const kind = r.u8();
-  if (kind !== ConnectionKind.Stream && kind !== ConnectionKind.Snapshot) throw new CodecError(`unknown connection kind ${kind}`);
+  if (kind !== ConnectionKind.Stream && kind !== ConnectionKind.Snapshot && kind !== ConnectionKind.Probe) throw new CodecError(`unknown connection kind ${kind}`);
   const h: Hello = { version, kind, clusterId: r.u64(), from: r.u64(), to: r.u64(), clusterToken: readString(r) };
   expectEnd(r, "hello");
   return h;

@@ -20,6 +20,7 @@ import { DEFAULT_LIMITS, type TransportContext, type TransportLimits } from "./c
 import { serveInbound } from "./inbound.js";
 import { transportMetrics } from "./metrics.js";
 import { type DropReason, PeerStream, type PeerStreamStats } from "./peer.js";
+import { Prober, rttHistogram } from "./prober.js";
 import { memorySnapshotBody, type SnapshotBody } from "./snapshot_body.js";
 import { type SnapshotSend, sendSnapshot } from "./snapshot_sender.js";
 import { memorySnapshotSink, type SnapshotSinkFactory } from "./snapshot_sink.js";
@@ -72,6 +73,7 @@ export class Transport {
   private readonly pendingUnreachable = new Set<NodeId>();
   private readonly lastDropLogMs = new Map<NodeId, number>();
   private inboundSnapshotBytes = 0;
+  private readonly prober: Prober;
   private flushScheduled = false;
   private started = false;
   private stopped = false;
@@ -88,6 +90,10 @@ export class Transport {
       limits,
     };
     for (const u of options.listenUrls) peerUrlToAddress(u);
+    const registry = options.registry ?? new Registry();
+    this.prober = new Prober(this.ctx, rttHistogram(registry), {
+      targets: () => [...this.peers].map(([id, peer]): [NodeId, string] => [id, peer.currentUrl()]),
+    });
   }
 
   /** Listens on every listen URL and dials every peer. Resolves once listening. */
@@ -109,6 +115,7 @@ export class Transport {
       this.ctx.logger.info({ "listen-peer-url": url }, "serving peer traffic");
     }
     for (const [id, urls] of this.options.peers ?? []) this.addPeer(id, urls);
+    this.prober.start();
   }
 
   /** The bound addresses, in listen URL order (resolves port 0). */
@@ -202,6 +209,7 @@ export class Transport {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
+    this.prober.stop();
     for (const peer of this.peers.values()) peer.stop();
     this.peers.clear();
     for (const s of this.snapshotSends.values()) s.abort();

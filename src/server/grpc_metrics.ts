@@ -1,0 +1,140 @@
+/**
+ * The client port's gRPC metrics under the names go-grpc-prometheus gives them in etcd 3.4
+ * (grpc_server_started_total, grpc_server_handled_total, grpc_server_msg_received_total,
+ * grpc_server_msg_sent_total; grpc_server_handling_seconds with --metrics=extensive), plus etcd's
+ * own etcd_network_client_grpc_{received,sent}_bytes_total and etcd_server_client_requests_total.
+ *
+ * Labels and values are go-grpc-prometheus's: grpc_type unary|client_stream|server_stream|
+ * bidi_stream, grpc_code as grpc-go's codes.Code String() ("OK", "Canceled", "Unavailable", ...).
+ * Every series of a registered method starts at 0 (as grpc_prometheus.Register does), so a
+ * dashboard's rate() sees a series before the first call and an error rate before the first error.
+ *
+ * Fed by the one CallObserver every call of src/grpc/call.ts reports to. One observer per member,
+ * shared by all its client URLs (one registry).
+ */
+import { Counter, Histogram, type Registry } from "prom-client";
+import type { CallObserver, MethodDescriptor } from "../grpc/index.js";
+import { Status } from "../grpc/index.js";
+
+/** grpc-go's codes.Code.String(), by code number. */
+export const GRPC_CODE_NAMES: readonly string[] = [
+  "OK",
+  "Canceled",
+  "Unknown",
+  "InvalidArgument",
+  "DeadlineExceeded",
+  "NotFound",
+  "AlreadyExists",
+  "PermissionDenied",
+  "ResourceExhausted",
+  "FailedPrecondition",
+  "Aborted",
+  "OutOfRange",
+  "Unimplemented",
+  "Internal",
+  "Unavailable",
+  "DataLoss",
+  "Unauthenticated",
+];
+
+/** prometheus.DefBuckets: go-grpc-prometheus's default for grpc_server_handling_seconds. */
+const HANDLING_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+type MethodLabel = "grpc_type" | "grpc_service" | "grpc_method";
+
+function grpcType(m: MethodDescriptor): string {
+  if (m.requestStream) return m.responseStream ? "bidi_stream" : "client_stream";
+  return m.responseStream ? "server_stream" : "unary";
+}
+
+interface MethodSeries {
+  labels: Record<MethodLabel, string>;
+  /** "unary" or "stream": etcd_server_client_requests_total's type. */
+  requestType: string;
+  /** grpc_server_handled_total's labels by status code, built on first use. */
+  handledLabels: Array<Record<MethodLabel | "grpc_code", string> | undefined>;
+}
+
+export interface GrpcMetricsOptions {
+  /** --metrics: "extensive" adds grpc_server_handling_seconds. */
+  level: "basic" | "extensive";
+}
+
+export function grpcMetrics(registry: Registry, o: GrpcMetricsOptions): CallObserver {
+  const registers = [registry];
+  const methodLabels: MethodLabel[] = ["grpc_type", "grpc_service", "grpc_method"];
+  const started = new Counter({ name: "grpc_server_started_total", help: "Total number of RPCs started on the server.", labelNames: methodLabels, registers });
+  const handled = new Counter({
+    name: "grpc_server_handled_total",
+    help: "Total number of RPCs completed on the server, regardless of success or failure.",
+    labelNames: [...methodLabels, "grpc_code"],
+    registers,
+  });
+  const received = new Counter({ name: "grpc_server_msg_received_total", help: "Total number of RPC stream messages received on the server.", labelNames: methodLabels, registers });
+  const sent = new Counter({ name: "grpc_server_msg_sent_total", help: "Total number of gRPC stream messages sent by the server.", labelNames: methodLabels, registers });
+  const handling =
+    o.level === "extensive"
+      ? new Histogram({
+          name: "grpc_server_handling_seconds",
+          help: "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
+          labelNames: methodLabels,
+          buckets: HANDLING_BUCKETS,
+          registers,
+        })
+      : undefined;
+  const receivedBytes = new Counter({ name: "etcd_network_client_grpc_received_bytes_total", help: "The total number of bytes received from grpc clients.", registers });
+  const sentBytes = new Counter({ name: "etcd_network_client_grpc_sent_bytes_total", help: "The total number of bytes sent to grpc clients.", registers });
+  const clientRequests = new Counter({
+    name: "etcd_server_client_requests_total",
+    help: "The total number of client requests per client version.",
+    labelNames: ["type", "client_api_version"],
+    registers,
+  });
+
+  // Label objects built once per method, not per call.
+  const byPath = new Map<string, MethodSeries>();
+  const series = (m: MethodDescriptor): MethodSeries => {
+    let s = byPath.get(m.path);
+    if (s === undefined) {
+      const type = grpcType(m);
+      s = { labels: { grpc_type: type, grpc_service: m.service, grpc_method: m.name }, requestType: type === "unary" ? "unary" : "stream", handledLabels: [] };
+      byPath.set(m.path, s);
+    }
+    return s;
+  };
+
+  return {
+    registered(m) {
+      const { labels } = series(m);
+      started.inc(labels, 0);
+      received.inc(labels, 0);
+      sent.inc(labels, 0);
+      for (const grpc_code of GRPC_CODE_NAMES) handled.inc({ ...labels, grpc_code }, 0);
+      if (handling !== undefined) handling.zero(labels);
+    },
+    started(m, clientApiVersion) {
+      const s = series(m);
+      started.inc(s.labels);
+      clientRequests.inc({ type: s.requestType, client_api_version: clientApiVersion ?? "unknown" });
+    },
+    handled(m, code, seconds) {
+      const s = series(m);
+      const labels = (s.handledLabels[code] ??= { ...s.labels, grpc_code: grpcCodeName(code) });
+      handled.inc(labels);
+      handling?.observe(s.labels, seconds);
+    },
+    received(m, bytes) {
+      received.inc(series(m).labels);
+      receivedBytes.inc(bytes);
+    },
+    sent(m, bytes) {
+      sent.inc(series(m).labels);
+      sentBytes.inc(bytes);
+    },
+  };
+}
+
+/** The name of a status code as grpc_server_handled_total labels it (exported for tests). */
+export function grpcCodeName(code: Status): string {
+  return GRPC_CODE_NAMES[code] ?? GRPC_CODE_NAMES[Status.UNKNOWN]!;
+}
