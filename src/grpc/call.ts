@@ -20,6 +20,7 @@ import type {
   ServerStreamHandler,
   UnaryHandler,
 } from "./handler.js";
+import { clientIdentityOfSocket } from "./client_identity.js";
 import { HeaderMetadata, type Metadata } from "./metadata.js";
 import { RequestQueue, cancelledError } from "./request-queue.js";
 import { GrpcError, Status, encodeGrpcMessage, toGrpcError } from "./status.js";
@@ -183,6 +184,10 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
     // A rewritten connection's socket is node:http2's wrapper of our stream (rewriting-stream.ts).
     const peer = socket.remoteAddress !== undefined ? socket : ((socket as { stream?: Partial<Socket> }).stream ?? socket);
     return `${peer.remoteAddress}:${peer.remotePort}`;
+  }
+
+  get clientCertCommonName(): string | undefined {
+    return clientIdentityOfSocket(this.stream.session?.socket)?.commonName;
   }
 
   get cancelled(): boolean {

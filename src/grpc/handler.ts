@@ -27,6 +27,8 @@ export interface CallContext {
   readonly deadline: number | undefined;
   /** Remote address "ip:port". */
   readonly peer: string;
+  /** CN of the client's verified TLS certificate (client_identity.ts); undefined without one. */
+  readonly clientCertCommonName?: string | undefined;
   /** True once the call was cancelled (deadline, client, shutdown). */
   readonly cancelled: boolean;
 }

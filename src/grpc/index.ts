@@ -18,6 +18,7 @@ export type {
   UnaryHandler,
 } from "./handler.js";
 export type { Metadata } from "./metadata.js";
+export { verifiedClientCommonName, type ClientIdentity } from "./client_identity.js";
 export type { EtcdServices, HandlersFor, MemberHandlers, MemberServices, ServiceHandlers } from "./services.js";
 export type { CallObserver, RegisteredMethod } from "./call.js";
 export { ProtoCodecs, type MessageCodec, type MethodDescriptor } from "../pb/codec.js";

@@ -22,6 +22,7 @@ import { DEFAULT_KEEPALIVE, type KeepaliveOptions, SessionKeepalive } from "./h2
 import { loadEtcdCodecs } from "../pb/protos.js";
 import { RewritingStream } from "./h2/rewriting-stream.js";
 import { GrpcError, Status } from "./status.js";
+import { tagClientIdentity } from "./client_identity.js";
 
 /** etcd's default --max-request-bytes (1.5 MiB). */
 export const DEFAULT_MAX_REQUEST_BYTES = 1.5 * 1024 * 1024;
@@ -37,6 +38,15 @@ export interface TlsOptions {
   ca?: string | Buffer;
   /** Ask for and verify client certificates (--client-cert-auth). */
   requestCert?: boolean;
+  /** OpenSSL cipher list (--cipher-suites); OpenSSL's default when unset. */
+  ciphers?: string;
+  /**
+   * Runs once the handshake is done, before a byte is served: a reason to refuse the connection
+   * (a revoked certificate, a disallowed host name), or undefined to serve it.
+   */
+  check?(socket: tls.TLSSocket): string | undefined;
+  /** A connection refused in the handshake or by `check`, for the log. */
+  onRefused?(remoteAddress: string, reason: string): void;
 }
 
 export interface GrpcServerOptions {
@@ -178,8 +188,13 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
     return this.sessions.size + this.http1Sockets.size + this.gates.size;
   }
 
+  /** Listens on a unix socket path (etcd's unix:// and unixs:// client URLs). */
+  listenUnix(path: string): Promise<void> {
+    return this.listen(0, "", path).then(() => undefined);
+  }
+
   /** Listens on host:port (port 0 picks a free one). */
-  listen(port: number, host = "127.0.0.1"): Promise<AddressInfo> {
+  listen(port: number, host = "127.0.0.1", unixPath?: string): Promise<AddressInfo> {
     if (this.listener) throw new Error("already listening");
     const tlsOptions = this.options.tls;
     const listener = tlsOptions
@@ -190,20 +205,29 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
             ca: tlsOptions.ca,
             requestCert: tlsOptions.requestCert ?? false,
             rejectUnauthorized: tlsOptions.requestCert ?? false,
+            ciphers: tlsOptions.ciphers,
+            // etcd's MinVersion.
+            minVersion: "TLSv1.2",
             ALPNProtocols: ["h2", "http/1.1"],
             noDelay: true,
           },
           (socket) => this.onTlsConnection(socket),
         )
       : net.createServer((socket) => this.onCleartextConnection(socket));
+    if (tlsOptions?.onRefused !== undefined) {
+      const onRefused = tlsOptions.onRefused;
+      listener.on("tlsClientError", (err: Error, socket: tls.TLSSocket) => onRefused(`${socket.remoteAddress}:${socket.remotePort}`, err.message));
+    }
     listener.on("error", () => {});
     this.listener = listener;
     return new Promise((resolve, reject) => {
       listener.once("error", reject);
-      listener.listen(port, host, () => {
+      const done = () => {
         listener.removeListener("error", reject);
         resolve(listener.address() as AddressInfo);
-      });
+      };
+      if (unixPath !== undefined) listener.listen(unixPath, done);
+      else listener.listen(port, host, done);
     });
   }
 
@@ -269,6 +293,13 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
       return;
     }
     socket.on("error", () => {});
+    const refused = this.options.tls?.check?.(socket);
+    if (refused !== undefined) {
+      this.options.tls?.onRefused?.(`${socket.remoteAddress}:${socket.remotePort}`, refused);
+      socket.destroy();
+      return;
+    }
+    tagClientIdentity(socket, socket);
     if (socket.alpnProtocol === "h2") this.admitHttp2(socket, undefined);
     else this.adoptHttp1(socket);
   }
@@ -282,6 +313,7 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
     const gate = new FirstRequestGate(socket, this.probeOptions, {
       deliver: (stream) => {
         this.gates.delete(gate);
+        if (stream !== socket && socket instanceof tls.TLSSocket) tagClientIdentity(stream, socket);
         if (stream instanceof RewritingStream) this.rewrittenConnections++;
         this.h2.emit("connection", stream);
       },

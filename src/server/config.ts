@@ -20,6 +20,7 @@ import {
   parseUrlList,
 } from "./flags.js";
 import { securitySpecsBesides, unsupportedSecurityFlag } from "./tls/flags.js";
+import { hasServingCert, tlsAskedWithoutTlsUrl, type TlsConfig, tlsConfigFromFlags } from "./tls/config.js";
 import { tlsUrlWithoutCert } from "./tls/url_check.js";
 import { OPS_FLAG_SPECS, opsConfig, refineUnknownFlag, unsupportedEtcdEnv, type OpsConfig } from "./config_ops.js";
 
@@ -120,6 +121,8 @@ export interface ServerConfig {
 
   /** Corruption checks, --force-new-cluster, lease checkpoints (config_ops.ts). */
   readonly ops: OpsConfig;
+  /** Client and peer TLS (src/server/tls/config.ts). */
+  readonly tls: TlsConfig;
 
   /** --version was given: print `versionText()` and exit 0. */
   readonly printVersion: boolean;
@@ -271,8 +274,11 @@ function buildConfig(
   const listenClientUrls = parseUrlList(raw("listen-client-urls"));
   const advertiseClientUrls = parseUrlList(raw("advertise-client-urls"));
   const listenMetricsUrls = raw("listen-metrics-urls") === "" ? [] : parseListenMetricsUrls(raw("listen-metrics-urls"));
-  const tlsProblem = tlsUrlWithoutCert({ listenPeerUrls, listenClientUrls, listenMetricsUrls, peerHasCert: false, clientHasCert: false });
+  const tls = tlsConfigFromFlags(raw);
+  const tlsProblem = tlsUrlWithoutCert({ listenPeerUrls, listenClientUrls, listenMetricsUrls, peerHasCert: hasServingCert(tls.peer), clientHasCert: hasServingCert(tls.client) });
   if (tlsProblem !== undefined) throw verifyError(tlsProblem);
+  const plaintextProblem = tlsAskedWithoutTlsUrl(tls.client, "client", listenClientUrls) ?? tlsAskedWithoutTlsUrl(tls.peer, "peer", listenPeerUrls);
+  if (plaintextProblem !== undefined) throw verifyError(plaintextProblem);
   const initialCluster =
     peerMembers ??
     parseInitialCluster(isSet("initial-cluster") ? raw("initial-cluster") : initialClusterFromName(name, initialAdvertisePeerUrls));
@@ -319,6 +325,7 @@ function buildConfig(
     compactionBatchLimit: parseGoUint(raw("experimental-compaction-batch-limit")),
     snapshotCatchUpEntries: parseGoUint(raw("experimental-snapshot-catchup-entries")),
     ops: opsConfig(raw),
+    tls,
     printVersion: parseGoBool(raw("version")),
     printHelp,
     warnings,

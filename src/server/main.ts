@@ -2,7 +2,8 @@
  * `node dist/server.js [etcd flags]`: parse the flags, start the member, serve the client API on
  * every --listen-client-urls, and stop cleanly on SIGTERM/SIGINT.
  */
-import { createServer } from "node:http";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import { GrpcServer, GRPC_OVERHEAD_BYTES, type MemberServices } from "../grpc/index.js";
 import { clientHttp } from "../gateway/index.js";
@@ -26,14 +27,9 @@ import { createLogger, type Logger } from "./logger.js";
 import { formatId } from "./member.js";
 import { loadMemberCodecs } from "../pb/protos.js";
 import { tuneV8 } from "./v8_tuning.js";
+import { clientTls, httpsOptions, listenOn, listenTarget } from "./tls/client_listeners.js";
+import { isTlsUrl } from "./tls/url_check.js";
 import { TEST_BUG_ENV, testBugsFromEnv, type TestBug } from "./test_bugs.js";
-
-function hostPort(url: string): { host: string; port: number } {
-  const u = new URL(url);
-  if (u.protocol !== "http:") throw new Error(`unsupported scheme in ${url} (TLS is not supported yet)`);
-  const host = u.hostname.replace(/^\[|\]$/g, "");
-  return { host: host === "localhost" ? "127.0.0.1" : host, port: Number(u.port || 2379) };
-}
 
 export async function main(argv: string[]): Promise<void> {
   const heap = tuneV8(process.env);
@@ -83,6 +79,8 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
     logger.fatal({ err: String(err) }, "member stopped on a fatal error");
     process.exit(1);
   };
+  // TLS material first: a bad file or auto-TLS failure stops the start-up before the member runs.
+  const tlsForClients = clientTls(config.tls.client, config.dataDir, config.listenClientUrls, config.listenMetricsUrls, logger);
   const server = await EtcdServer.start({ config, logger, registry, onFatal: fatal, testBugs });
   // Gauges read at scrape time: server.kv and server.watchable are the same objects for the member's life.
   registerMvccMetrics(registry, server.kv, server.watchable);
@@ -100,6 +98,7 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
       maxReceiveMessageBytes: config.maxRequestBytes + GRPC_OVERHEAD_BYTES,
       maxConcurrentStreams: config.maxConcurrentStreams,
       observer,
+      tls: isTlsUrl(url) ? tlsForClients?.grpc : undefined,
     });
     g.addService("etcdserverpb.KV", kvService(server.v3, quota));
     g.addService("etcdserverpb.Lease", leaseService(server.v3, quota));
@@ -111,15 +110,17 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
     g.addService("grpc.health.v1.Health", healthService());
     // After the services: the JSON gateway dispatches to the handlers registered above.
     g.setHttpHandler(clientHttp({ methods: g, routes, cors: config.cors }));
-    const { host, port } = hostPort(url);
-    await g.listen(port, host);
+    await listenOn(g, url);
     grpcServers.push(g);
   }
   const metricsServers = config.listenMetricsUrls.map((url) => {
-    const { host, port } = hostPort(url);
+    const target = listenTarget(url);
     const handler = metricsRoutes(server, registry);
-    const srv = createServer((req, res) => serveHttp1(req, res, handler));
-    srv.listen(port, host);
+    const serve1 = (req: IncomingMessage, res: ServerResponse) => serveHttp1(req, res, handler);
+    // An https:// metrics URL is served with the client TLS, as etcd does.
+    const srv = isTlsUrl(url) && tlsForClients !== undefined ? createHttpsServer(httpsOptions(tlsForClients.serving), serve1) : createServer(serve1);
+    if (target.kind === "unix") srv.listen(target.path);
+    else srv.listen(target.port, target.host);
     return srv;
   });
 

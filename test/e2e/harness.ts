@@ -91,8 +91,8 @@ export class Member {
   async waitReady(timeoutMs = 30_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
-      // etcd 3.4 with --logger=zap says only "serving client traffic insecurely" when it is ready.
-      if (this.log.includes("ready to serve client requests") || this.log.includes("serving client traffic insecurely")) return;
+      // etcd 3.4 with --logger=zap says only "serving client traffic insecurely" (or "securely" with TLS) when it is ready.
+      if (this.log.includes("ready to serve client requests") || /serving client traffic (in)?securely/.test(this.log)) return;
       if (this.proc === undefined) throw new Error(`${this.spec.name} exited:\n${this.log.slice(-4000)}`);
       await sleep(50);
     }

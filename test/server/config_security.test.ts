@@ -45,9 +45,15 @@ describe("unsupported security flags fail closed", () => {
     expect(e.message).toContain(`--${name} (${env}) is not supported by etcetera`);
   });
 
-  it("the compose file of the issue (cert, key, client cert auth from ETCD_*) does not start", () => {
+  it("the compose file of the issue (cert, key, client cert auth from ETCD_*, http:// URLs) does not start plaintext", () => {
     const e = refusal([], { ETCD_CERT_FILE: "/certs/server.pem", ETCD_KEY_FILE: "/certs/server-key.pem", ETCD_CLIENT_CERT_AUTH: "true" });
-    expect(e.message).toMatch(/is not supported by etcetera/);
+    expect(e.message).toBe(
+      "--cert-file, --client-cert-auth given but no --listen-client-urls URL is https:// or unixs:// (http://localhost:2379); refusing to serve plaintext when TLS was asked for",
+    );
+  });
+
+  it("--auto-tls with only http:// client URLs does not start plaintext either", () => {
+    expect(refusal(["--auto-tls"], {}).message).toMatch(/^--auto-tls given but no --listen-client-urls URL is https/);
   });
 
   it("a security flag left at (or set to) its default asks for nothing", () => {

@@ -47,6 +47,14 @@ export const SECURITY_FLAG_SPECS: readonly FlagSpec[] = [
 export const SUPPORTED_SECURITY_FLAGS: ReadonlySet<string> = new Set<string>([
   // The client port's access controller (src/gateway/access.ts) sends CORS headers as it says.
   "cors",
+  "cert-file",
+  "key-file",
+  "client-cert-auth",
+  "client-crl-file",
+  "client-cert-allowed-hostname",
+  "trusted-ca-file",
+  "auto-tls",
+  "cipher-suites",
 ]);
 
 /**
