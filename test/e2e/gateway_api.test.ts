@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { b64, normalizeIds, openStream, post, request, type JsonObject } from "./gateway_client.js";
+import { gatewayPaths } from "../../src/gateway/index.js";
 import { Cluster } from "./harness.js";
 
 let cluster: Cluster;
@@ -151,5 +152,22 @@ describe("--cors with a list of origins", () => {
     expect((await request(lep, "/v3/kv/range", body)).headers["access-control-allow-origin"]).toBeUndefined();
     const preflight = await request(lep, "/v3/kv/range", "", { method: "OPTIONS", headers: { origin: "http://a.example:8080" } });
     expect([preflight.status, preflight.headers["access-control-allow-origin"]]).toEqual([200, "http://a.example:8080"]);
+  });
+});
+
+describe("every path of etcd 3.4's gateway", () => {
+  // Long-lived by nature with an empty request: a watch, an observe, a campaign for the empty name.
+  const LONG_LIVED = new Set(["/v3/watch", "/v3/election/observe", "/v3/election/campaign"]);
+
+  it("is served: a JSON answer, never the mux's 404 or 405", async () => {
+    const paths = gatewayPaths();
+    expect(paths.length).toBe(48);
+    for (const path of paths) {
+      if (LONG_LIVED.has(path)) continue;
+      const r = await request(ep, path, "{}");
+      // The mux's own 404 and 405 are text/plain; a call's answer (an error too) is JSON.
+      expect([path, r.headers["content-type"]], r.body).toEqual([path, "application/json"]);
+      expect(() => JSON.parse(r.body.split("\n")[0]!), `${path}: ${r.body}`).not.toThrow();
+    }
   });
 });
