@@ -1,5 +1,5 @@
 /**
- * A short chaos run (~60 s of faults, every kind in turn) against the harness's target —
+ * A short chaos run (~60 s of faults, every kind in turn, the power cut on lazyfs) against the harness's target —
  * etcetera, or real etcd with E2E_TARGET=etcd — with a fixed seed (override with SEED=...), then
  * short runs with TEST-ONLY bugs that must be reported as violations: a client answering reads
  * from a stale cache, and a server whose followers serve linearizable reads locally.

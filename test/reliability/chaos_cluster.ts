@@ -4,12 +4,16 @@
  * as its peer URL and listens on its real peer port behind it. Since every member dials the same
  * advertised URL, each proxy names the dialing member from its first bytes (etcd: X-Server-From,
  * etcetera: the Hello frame) — which is what makes per-link partitions possible.
+ *
+ * With `powerLoss`, each member's data dir lives on its own lazyfs (test/powerloss/lazyfs.ts), one
+ * machine per member, so that a fault can cut a member's power: what it never synced is gone.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { reservePort } from "../ports.js";
 import { Member, SERVER_JS, TARGET_ETCD, type MemberSpec } from "../e2e/harness.js";
+import { LazyFs } from "../powerloss/lazyfs.js";
 import { EtcdConnection } from "./etcd_client.js";
 import { classifyEtcdHttp, classifyEtcetera, normalizeId, TcpProxy } from "./proxy.js";
 
@@ -21,6 +25,18 @@ export interface ChaosClusterOptions {
   extraArgs?: string[];
   /** Environment of every member process, restarts included. */
   env?: Record<string, string>;
+  /** Put each member's data dir on its own lazyfs, so that the "powerloss" fault can cut its power. */
+  powerLoss?: boolean;
+}
+
+/** A member's lazyfs: the durable "disk", lazyfs's scratch space, and the mount the member uses. */
+export interface MemberDisk {
+  disk: string;
+  work: string;
+  mnt: string;
+  fs: LazyFs | undefined;
+  /** Power cuts so far (names each cut's log file and seeds its torn write). */
+  cuts: number;
 }
 
 export interface ChaosMember {
@@ -33,6 +49,8 @@ export interface ChaosMember {
   /** Peak of VmHWM over every incarnation of the process, in KiB. */
   peakRssKiB: number;
   paused: boolean;
+  /** Set when the cluster runs on lazyfs (ChaosClusterOptions.powerLoss). */
+  disk?: MemberDisk;
 }
 
 /** VmHWM (peak resident set) of a live process in KiB, or undefined if it is gone. */
@@ -59,7 +77,8 @@ export class ChaosCluster {
     const specs: MemberSpec[] = [];
     const proxies: TcpProxy[] = [];
     for (let i = 1; i <= opts.size; i++) {
-      const spec = { name: `n${i}`, clientPort: await reservePort(), peerPort: await reservePort(), dataDir: join(dir, `n${i}.etcd`) };
+      const dataDir = opts.powerLoss === true ? join(dir, `n${i}`, "mnt", "data") : join(dir, `n${i}.etcd`);
+      const spec = { name: `n${i}`, clientPort: await reservePort(), peerPort: await reservePort(), dataDir };
       specs.push(spec);
       proxies.push(await TcpProxy.start({ name: spec.name, targetPort: spec.peerPort, classify: TARGET_ETCD ? classifyEtcdHttp : classifyEtcetera }));
     }
@@ -81,7 +100,8 @@ export class ChaosCluster {
         "--log-level=info",
         ...(opts.extraArgs ?? []),
       ], opts.env);
-      return { name: s.name, member, proxy: proxies[i]!, id: "", conn: new EtcdConnection(member.endpoint), peakRssKiB: 0, paused: false };
+      const disk = opts.powerLoss === true ? { disk: join(dir, s.name, "disk"), work: join(dir, s.name, "work"), mnt: join(dir, s.name, "mnt"), fs: undefined, cuts: 0 } : undefined;
+      return { name: s.name, member, proxy: proxies[i]!, id: "", conn: new EtcdConnection(member.endpoint), peakRssKiB: 0, paused: false, ...(disk !== undefined ? { disk } : {}) };
     });
     return new ChaosCluster(dir, members);
   }
@@ -90,7 +110,30 @@ export class ChaosCluster {
     return this.members.map((m) => m.member.endpoint);
   }
 
+  /** Mounts a member's lazyfs (no-op without powerLoss or when mounted); `seed` seeds its torn write. */
+  async mountDisk(m: ChaosMember, seed: number): Promise<void> {
+    const d = m.disk;
+    if (d === undefined || d.fs !== undefined) return;
+    d.fs = await LazyFs.mount({ disk: d.disk, work: d.work, mountpoint: d.mnt, log: join(this.dir, `${m.name}-cut-${d.cuts}.log`), seed, tear: true });
+  }
+
+  /**
+   * Cuts a member's power: the process dies with its machine, then lazyfs drops every write it
+   * never synced. Returns lazyfs's account of what it dropped.
+   */
+  async powerCut(m: ChaosMember): Promise<string> {
+    const d = m.disk;
+    if (d === undefined || d.fs === undefined) throw new Error(`${m.name} is not on lazyfs (ChaosClusterOptions.powerLoss)`);
+    this.sampleRss();
+    await m.member.kill("SIGKILL");
+    const dropped = await d.fs.powerCut();
+    d.fs = undefined;
+    d.cuts++;
+    return dropped;
+  }
+
   async start(): Promise<void> {
+    for (const [i, m] of this.members.entries()) await this.mountDisk(m, i + 1);
     for (const m of this.members) m.member.start();
     await Promise.all(this.members.map((m) => m.member.waitReady(60_000)));
     const list = await this.members[0]!.conn.memberList(5_000);
@@ -135,6 +178,7 @@ export class ChaosCluster {
       m.conn.close();
     }
     await Promise.all(this.members.map((m) => m.member.kill("SIGKILL")));
+    for (const m of this.members) await m.disk?.fs?.unmount();
     await Promise.all(this.members.map((m) => m.proxy.close()));
     rmSync(this.dir, { recursive: true, force: true });
   }

@@ -155,6 +155,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     electionMs,
     extraArgs: TARGET_ETCD ? ["--experimental-watch-progress-notify-interval=1s"] : [],
     env: opts.serverBug !== undefined ? { ETCETERA_TEST_BUG: opts.serverBug, ETCETERA_TEST_BUGS_ALLOWED: "1" } : {},
+    // The power-loss fault needs every data dir on lazyfs; the other faults run on plain disks.
+    powerLoss: opts.faults.includes("powerloss"),
   });
   let workload: Workload | undefined;
   let injector: FaultInjector | undefined;

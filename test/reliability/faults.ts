@@ -2,14 +2,15 @@
  * Fault injection on a ChaosCluster, one fault at a time with quiet gaps between (each fault is
  * applied, held, healed): SIGKILL + restart, SIGSTOP/SIGCONT beyond the election timeout, a
  * member partitioned from the others, a one-way drop on one link, delayed links, connection
- * resets, leader transfers, compaction and defragmentation during traffic. The leader is the
- * target half of the time. Seeded.
+ * resets, leader transfers, compaction and defragmentation during traffic, and a power cut (on a
+ * cluster whose data dirs are on lazyfs: the member loses every write it never synced). The
+ * leader is the target half of the time. Seeded.
  */
 import type { ChaosCluster, ChaosMember } from "./chaos_cluster.js";
 import { pick, type Rng } from "./gen.js";
 import { BLACKHOLE, UNKNOWN_SOURCE } from "./proxy.js";
 
-export const FAULT_KINDS = ["kill", "pause", "partition", "oneway", "delay", "reset", "transfer", "compact", "defrag"] as const;
+export const FAULT_KINDS = ["kill", "pause", "partition", "oneway", "delay", "reset", "transfer", "compact", "defrag", "powerloss"] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface FaultRecord {
@@ -72,12 +73,19 @@ export class FaultInjector {
   async run(stop: () => boolean): Promise<void> {
     const [gLo, gHi] = this.opts.gapMs ?? [1_000, 3_000];
     let round: FaultKind[] = [];
-    while (!stop()) {
+    let rounds = 0;
+    // "cycle" finishes its first round whatever the clock says: on a slow machine (restarts of
+    // 15 s and more) a short run would otherwise end before every kind was injected once.
+    const done = () => stop() && (this.opts.order !== "cycle" || round.length === 0 || rounds > 1);
+    while (!done()) {
       if (this.opts.order === "cycle") {
-        if (round.length === 0) round = shuffle(this.r, this.opts.kinds);
+        if (round.length === 0) {
+          round = shuffle(this.r, this.opts.kinds);
+          rounds++;
+        }
         await this.one(round.shift()!);
       } else await this.one(pick(this.r, this.opts.kinds));
-      if (stop()) break;
+      if (done()) break;
       await sleep(this.between(gLo, gHi));
     }
   }
@@ -119,6 +127,18 @@ export class FaultInjector {
         this.cluster.sampleRss();
         await m.member.kill("SIGKILL");
         await sleep(downMs);
+        m.member.log = "";
+        m.member.start();
+        await m.member.waitReady(60_000);
+        return;
+      }
+      case "powerloss": {
+        const downMs = this.between(300, 2_000);
+        const dropped = await this.cluster.powerCut(m);
+        const lines = dropped.split("\n").filter((l) => l.length > 0);
+        rec.detail = `power cut (lazyfs lost ${lines.filter((l) => l.startsWith("lost-")).length} unsynced writes or entries, tore ${lines.filter((l) => l.startsWith("torn-write ")).length}), restart after ${downMs} ms`;
+        await sleep(downMs);
+        await this.cluster.mountDisk(m, Math.floor(this.r() * 2 ** 31));
         m.member.log = "";
         m.member.start();
         await m.member.waitReady(60_000);
@@ -229,6 +249,7 @@ export class FaultInjector {
         m.paused = false;
       }
       if (!m.member.running) {
+        await this.cluster.mountDisk(m, Math.floor(this.r() * 2 ** 31));
         m.member.log = "";
         m.member.start();
         await m.member.waitReady(60_000);
