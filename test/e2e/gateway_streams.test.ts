@@ -3,7 +3,8 @@
  * request body is a sequence of JSON messages, the response one long-lived chunked HTTP/1.1
  * body of newline-delimited {"result": …} objects. Compared field by field with real etcd
  * (E2E_TARGET=etcd); member and cluster ids normalized. The request body is ended before the
- * answers are read: etcd's gateway (Go's HTTP/1.1 server) starts answering only then.
+ * answers are read: etcd's gateway (Go's HTTP/1.1 server, not full duplex) may hold its answers
+ * until then (seen both ways in probes), etcetera answers each message as it arrives.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { b64, curl, normalizeIds, openStream, post, request, type JsonObject } from "./gateway_client.js";
