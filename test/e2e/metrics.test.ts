@@ -6,7 +6,7 @@
  * - a fresh member shows etcd_server_proposals_failed_total 0 (proposals made before the first
  *   leader wait for it, as etcd's do);
  * - the set of families with their type, label names and histogram buckets equals etcd's, less the
- *   families listed below with the reason each is left out (and the list is checked: each one is
+ *   families listed below with the reason each is left out (deviation: metrics-families-left-out; the list is checked: each one is
  *   really absent from etcetera, so the list cannot rot);
  * - the queries of etcd 3.4's Grafana dashboard (Documentation/op-guide/grafana.json) each
  *   return data on the target's scrapes, evaluated with the test's PromQL subset (prometheus.ts).

@@ -3,6 +3,7 @@
  * serves what Node's profilers read at the same paths (a .cpuprofile, a .heapsnapshot) and says
  * so, with 501, for the Go-only ones. Without the flag the paths are 404 on both. /debug/vars is
  * expvar-shaped on both (cmdline, memstats, file_descriptor_limit, raft.status).
+ * (deviation: pprof-node-profiles)
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Cluster, TARGET_ETCD } from "./harness.js";
