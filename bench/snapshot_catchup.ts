@@ -16,13 +16,11 @@
  *
  * Test it small (--mib=20 --small-puts=3000); the figures worth reading come from a quiet machine.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, totalmem, tmpdir } from "node:os";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { cpus, totalmem } from "node:os";
 import { join, relative } from "node:path";
 import { clients, unary } from "../test/e2e/grpc_client.js";
-import { reservePort } from "../test/ports.js";
-import { ETCD_BIN, procStatusBytes, ROOT, SERVER_JS, type Target, TARGETS } from "./compare/cluster.js";
+import { BenchCluster, type MemberProc, procStatusBytes, ROOT, SERVER_JS, type Target, TARGETS } from "./compare/cluster.js";
 
 interface Options {
   mib: number;
@@ -52,44 +50,6 @@ const LOAD_CONCURRENCY = 8;
 const SMALL_CONCURRENCY = 16;
 const CATCH_UP_LIMIT_MS = 15 * 60_000;
 
-/** One member process (a restart keeps its flags and data dir). */
-class Proc {
-  proc: ChildProcess | undefined;
-  log = "";
-  constructor(
-    readonly name: string,
-    readonly target: Target,
-    readonly endpoint: string,
-    private readonly args: string[],
-  ) {}
-
-  start(): void {
-    const [cmd, argv] = this.target === "etcd" ? [ETCD_BIN, this.args] : [process.execPath, [SERVER_JS, ...this.args]];
-    const p = spawn(cmd, argv, { stdio: ["ignore", "pipe", "pipe"] });
-    this.proc = p;
-    const append = (b: Buffer): void => {
-      this.log += b.toString();
-      if (this.log.length > 400_000) this.log = this.log.slice(-200_000);
-    };
-    p.stdout?.on("data", append);
-    p.stderr?.on("data", append);
-    p.on("exit", () => (this.proc = undefined));
-  }
-
-  async kill(): Promise<void> {
-    const p = this.proc;
-    if (p === undefined) return;
-    const gone = new Promise<void>((r) => p.once("exit", () => r()));
-    p.kill("SIGKILL");
-    await gone;
-  }
-
-  rss(): number {
-    const pid = this.proc?.pid;
-    return pid === undefined ? 0 : (procStatusBytes(pid, "VmRSS") ?? 0);
-  }
-}
-
 interface Status {
   leader: string;
   raftIndex: number;
@@ -114,19 +74,14 @@ async function metric(endpoint: string, name: string): Promise<number> {
   return sum;
 }
 
-async function untilReady(p: Proc, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (p.proc === undefined) throw new Error(`${p.target} ${p.name} exited:\n${p.log.slice(-3000)}`);
-    try {
-      const s = await status(p.endpoint);
-      if (s.leader !== "0") return;
-    } catch {
-      // not serving yet
-    }
-    if (Date.now() > deadline) throw new Error(`${p.target} ${p.name} not ready after ${timeoutMs} ms:\n${p.log.slice(-3000)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+/** Ready: it serves Status and knows a leader. */
+async function hasLeader(endpoint: string): Promise<boolean> {
+  return (await status(endpoint)).leader !== "0";
+}
+
+function rss(m: MemberProc): number {
+  const pid = m.proc?.pid;
+  return pid === undefined ? 0 : (procStatusBytes(pid, "VmRSS") ?? 0);
 }
 
 /** Runs `count` puts through `put` with `concurrency` in flight; each put retried until it succeeds. */
@@ -167,35 +122,16 @@ interface TargetResult {
 }
 
 async function runTarget(target: Target, o: Options): Promise<TargetResult> {
-  const dir = mkdtempSync(join(tmpdir(), `etcetera-snapbench-${target}-`));
-  const specs: { name: string; client: number; peer: number }[] = [];
-  for (let i = 1; i <= 3; i++) specs.push({ name: `n${i}`, client: await reservePort(), peer: await reservePort() });
-  const initial = specs.map((s) => `${s.name}=http://127.0.0.1:${s.peer}`).join(",");
-  const procs = specs.map(
-    (s) =>
-      new Proc(s.name, target, `127.0.0.1:${s.client}`, [
-        `--name=${s.name}`,
-        `--data-dir=${join(dir, `${s.name}.etcd`)}`,
-        `--listen-client-urls=http://127.0.0.1:${s.client}`,
-        `--advertise-client-urls=http://127.0.0.1:${s.client}`,
-        `--listen-peer-urls=http://127.0.0.1:${s.peer}`,
-        `--initial-advertise-peer-urls=http://127.0.0.1:${s.peer}`,
-        `--initial-cluster=${initial}`,
-        "--initial-cluster-token=snapbench",
-        "--initial-cluster-state=new",
-        "--snapshot-count=2000",
-        `--quota-backend-bytes=${8 * 1024 ** 3}`,
-        "--log-level=info",
-      ]),
-  );
+  const cluster = await BenchCluster.create({ target, size: 3, extraArgs: ["--snapshot-count=2000", `--quota-backend-bytes=${8 * 1024 ** 3}`] });
+  const procs = cluster.members;
   const log = (m: string): void => console.log(`[${target}] ${m}`);
   try {
-    for (const p of procs) p.start();
-    for (const p of procs) await untilReady(p);
+    await cluster.start(60_000, hasLeader);
     const leaderId = (await status(procs[0]!.endpoint)).leader;
     const ids = await Promise.all(procs.map(async (p) => (await status(p.endpoint)).memberId));
     const leader = procs[ids.indexOf(leaderId)]!;
-    const follower = procs.find((p) => p !== leader)!;
+    const fi = procs.findIndex((p) => p !== leader);
+    const follower = procs[fi]!;
     const g = clients(leader.endpoint);
 
     // 1. the large values
@@ -206,7 +142,7 @@ async function runTarget(target: Target, o: Options): Promise<TargetResult> {
     log(`loaded ${bigCount} values of 64 KiB (${o.mib} MiB) in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
 
     // 2. the follower goes, more small puts
-    await follower.kill();
+    await cluster.killMember(fi);
     const small = Buffer.alloc(100, 0x62);
     await putMany(o.smallPuts, SMALL_CONCURRENCY, (i) => unary(g.kv, "Put", { key: Buffer.from(`small/${i % 1000}`), value: small }, { deadlineMs: 30_000 }));
     const lastKey = Buffer.from("catchup/last");
@@ -218,9 +154,9 @@ async function runTarget(target: Target, o: Options): Promise<TargetResult> {
     const survivors = procs.filter((p) => p !== follower);
     const leaderChangesBefore = await Promise.all(survivors.map((p) => metric(p.endpoint, "etcd_server_leader_changes_seen_total")));
     const rssBefore: Record<string, number> = {};
-    for (const p of survivors) rssBefore[p.name] = p.rss();
+    for (const p of survivors) rssBefore[p.name] = rss(p);
     const peak: Record<string, number> = {};
-    for (const p of procs) peak[p.name] = p.rss();
+    for (const p of procs) peak[p.name] = rss(p);
 
     // 3. restart, probe, sample
     let probing = true;
@@ -247,10 +183,10 @@ async function runTarget(target: Target, o: Options): Promise<TargetResult> {
       }
     })();
     const sampler = setInterval(() => {
-      for (const p of procs) peak[p.name] = Math.max(peak[p.name] ?? 0, p.rss());
+      for (const p of procs) peak[p.name] = Math.max(peak[p.name] ?? 0, rss(p));
     }, 100);
     const restartedAt = performance.now();
-    follower.start();
+    cluster.startMember(fi);
     let caughtUp: number | null = null;
     const fg = clients(follower.endpoint);
     try {
@@ -296,11 +232,10 @@ async function runTarget(target: Target, o: Options): Promise<TargetResult> {
       follower: follower.name,
     };
   } catch (e) {
-    for (const p of procs) console.error(`==== ${target} ${p.name}\n${p.log.slice(-2000)}`);
+    console.error(cluster.logs());
     throw e;
   } finally {
-    await Promise.all(procs.map((p) => p.kill()));
-    rmSync(dir, { recursive: true, force: true });
+    await cluster.destroy();
   }
 }
 

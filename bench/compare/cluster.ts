@@ -96,19 +96,7 @@ export class BenchCluster {
 
   /** Starts every member and waits until each answers gRPC health (a put-free Status). */
   async start(readyTimeoutMs = 30_000, isReady: (endpoint: string) => Promise<boolean>): Promise<void> {
-    this.members.forEach((m, i) => {
-      const args = this.argv[i] as string[];
-      const [cmd, full] = this.target === "etcd" ? [ETCD_BIN, args] : [process.execPath, [...this.nodeArgs, SERVER_JS, ...args]];
-      const proc = spawn(cmd, full, { stdio: ["ignore", "pipe", "pipe"] });
-      m.proc = proc;
-      const append = (b: Buffer) => {
-        m.log += b.toString();
-        if (m.log.length > LOG_KEEP_CHARS * 2) m.log = m.log.slice(-LOG_KEEP_CHARS);
-      };
-      proc.stdout?.on("data", append);
-      proc.stderr?.on("data", append);
-      proc.on("exit", () => (m.proc = undefined));
-    });
+    this.members.forEach((_, i) => this.startMember(i));
     const deadline = Date.now() + readyTimeoutMs;
     for (const m of this.members) {
       for (;;) {
@@ -118,6 +106,32 @@ export class BenchCluster {
         await new Promise((r) => setTimeout(r, 100));
       }
     }
+  }
+
+  /** Starts member `i` (again, after killMember: the same flags and data dir). */
+  startMember(i: number): void {
+    const m = this.members[i] as MemberProc;
+    if (m.proc !== undefined) throw new Error(`${this.target} ${m.name} is running`);
+    const args = this.argv[i] as string[];
+    const [cmd, full] = this.target === "etcd" ? [ETCD_BIN, args] : [process.execPath, [...this.nodeArgs, SERVER_JS, ...args]];
+    const proc = spawn(cmd, full, { stdio: ["ignore", "pipe", "pipe"] });
+    m.proc = proc;
+    const append = (b: Buffer) => {
+      m.log += b.toString();
+      if (m.log.length > LOG_KEEP_CHARS * 2) m.log = m.log.slice(-LOG_KEEP_CHARS);
+    };
+    proc.stdout?.on("data", append);
+    proc.stderr?.on("data", append);
+    proc.on("exit", () => (m.proc = undefined));
+  }
+
+  /** SIGKILLs member `i` and waits for it to be gone. */
+  async killMember(i: number): Promise<void> {
+    const p = this.members[i]?.proc;
+    if (p === undefined) return;
+    const gone = new Promise<void>((r) => p.once("exit", () => r()));
+    p.kill("SIGKILL");
+    await gone;
   }
 
   /** Peak RSS (VmHWM) per member, bytes; 0 for a member that is gone. */
@@ -131,15 +145,7 @@ export class BenchCluster {
   }
 
   async stop(): Promise<void> {
-    await Promise.all(
-      this.members.map(async (m) => {
-        const p = m.proc;
-        if (p === undefined) return;
-        const gone = new Promise<void>((r) => p.once("exit", () => r()));
-        p.kill("SIGKILL");
-        await gone;
-      }),
-    );
+    await Promise.all(this.members.map((_, i) => this.killMember(i)));
   }
 
   async destroy(): Promise<void> {

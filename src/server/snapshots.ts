@@ -87,17 +87,6 @@ export class Snapshots {
     this.o.logger.info({ index, term }, "saved snapshot");
   }
 
-  /** Runs `use` on a consistent image of the backend in a temporary file, removed afterwards. */
-  async withImage<T>(purpose: string, use: (path: string) => Promise<T>): Promise<T> {
-    const path = join(this.o.snapDir, `${purpose}-${process.pid}-${Date.now()}-${this.seq++}.db`);
-    try {
-      await this.o.backend.snapshot(path);
-      return await use(path);
-    } finally {
-      await rm(path, { force: true });
-    }
-  }
-
   /** Streams the backend as etcd's snapshot file (bbolt, then its SHA-256) through `send`. */
   async client(send: (chunk: SnapshotChunk) => Promise<void>): Promise<void> {
     const started = Date.now();

@@ -49,6 +49,9 @@ interface SnapshotReception {
   startedMs: number;
 }
 
+/** Snapshot chunks received ahead of the one being written before the socket is paused. */
+const SNAPSHOT_FRAMES_AHEAD = 3;
+
 export function serveInbound(ctx: TransportContext, socket: net.Socket, hooks: InboundHooks): void {
   new InboundConnection(ctx, socket, hooks);
 }
@@ -113,12 +116,11 @@ class InboundConnection {
 
   /**
    * Snapshot frames wait for the sink's write of the one before (written in order); the socket is
-   * paused while any is queued, so TCP flow control holds the sender back and memory stays at
-   * the frames of one read.
+   * paused once SNAPSHOT_FRAMES_AHEAD are queued, so the network and the disk overlap while TCP
+   * flow control holds the sender back and memory stays a few chunks.
    */
   private queueSnapshotFrame(frame: Frame): void {
-    this.snapshotFramesQueued++;
-    this.socket.pause();
+    if (++this.snapshotFramesQueued >= SNAPSHOT_FRAMES_AHEAD) this.socket.pause();
     this.snapshotWork = this.snapshotWork.then(async () => {
       try {
         if (!this.socket.destroyed) await this.onSnapshotFrame(frame);

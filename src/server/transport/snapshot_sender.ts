@@ -85,16 +85,22 @@ async function streamSnapshot(
   const total = body.sizeBytes;
   await write(encodeSnapBegin(m, total));
   let crc = 0;
-  // One read buffer, reused: each chunk is copied into its frame, the only buffer the socket holds.
+  // One read buffer, reused: each chunk is copied into its frame, so the next chunk is read while
+  // the socket drains the last one (memory: the buffer and one frame, whatever the size).
   const buf = Buffer.allocUnsafe(Math.min(ctx.limits.snapshotChunkBytes, Math.max(total, 1)));
-  for (let offset = 0; offset < total; ) {
+  const readAt = async (offset: number): Promise<Buffer> => {
     const want = Math.min(buf.byteLength, total - offset);
     const got = await body.read(want === buf.byteLength ? buf : buf.subarray(0, want), offset);
     if (got !== want) throw new Error(`snapshot data ended at ${offset + got} of ${total} bytes`);
-    const chunk = buf.subarray(0, got);
+    return buf.subarray(0, got);
+  };
+  let chunk = total > 0 ? await readAt(0) : undefined;
+  for (let offset = 0; chunk !== undefined; ) {
     crc = crc32(chunk, crc);
-    await write(encodeSnapChunk(offset, chunk));
-    offset += got;
+    const frame = encodeSnapChunk(offset, chunk);
+    offset += chunk.byteLength;
+    const [next] = await Promise.all([offset < total ? readAt(offset) : undefined, write(frame)]);
+    chunk = next;
   }
   await write(encodeSnapEnd(crc));
   await ack;
