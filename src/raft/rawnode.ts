@@ -145,9 +145,10 @@ export class RawNode {
    * 1..n at term 1 (as etcd's Bootstrap does with ConfChange entries). They come out in the first
    * Ready as entries to persist and as committed entries to apply (applyConfChange on them is a
    * no-op re-add). Storage must be empty. A member joining an existing cluster does not
-   * bootstrap: it starts empty and learns the configuration from its leader.
+   * bootstrap: it starts empty and learns the configuration from its leader. `contexts` gives an
+   * entry's ConfChange context by peer (etcd puts each member's record there).
    */
-  bootstrap(peers: NodeId[]): void {
+  bootstrap(peers: NodeId[], contexts?: ReadonlyMap<NodeId, Uint8Array>): void {
     if (peers.length === 0) throw new RaftUsageError("must provide at least one peer to Bootstrap");
     if (this.raft.raftLog.lastIndex() !== 0) throw new RaftUsageError("can't bootstrap a nonempty Storage");
     // Nothing is persisted yet: the first Ready must carry the HardState.
@@ -157,7 +158,7 @@ export class RawNode {
       term: 1,
       index: i + 1,
       type: EntryType.ConfChangeV2,
-      data: encodeConfChangeV2(addNode(id)),
+      data: encodeConfChangeV2({ ...addNode(id), context: contexts?.get(id) ?? new Uint8Array(0) }),
     }));
     this.raft.raftLog.append(ents);
     // Committed but not applied: the application observes them in committedEntries.

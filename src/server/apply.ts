@@ -8,11 +8,12 @@ import type { Lessor } from "../lease/lessor.js";
 import type { KvStore } from "../mvcc/kvstore.js";
 import { txnHasPut } from "../mvcc/txn_rules.js";
 import { confChangeFromEntry } from "../raft/index.js";
-import { ConfChangeType, EntryType, type ConfChangeV2, type ConfState, type Entry } from "../raft/types.js";
+import { ConfChangeType, EntryType, type ConfChangeV2, type ConfState, type Entry, type NodeId } from "../raft/types.js";
 import { AlarmAction, AlarmType, type Alarms } from "./alarms.js";
 import { Errors, toEtcdError } from "./errors.js";
 import type { Logger } from "./logger.js";
-import type { Member } from "./member.js";
+import { decodeConfChangeContext, type ConfChangeContext } from "./conf_change_context.js";
+import { formatId, type Member } from "./member.js";
 import type { Membership } from "./membership.js";
 import { decodeRaftRequest, type InternalRaftRequest } from "./raft_request.js";
 
@@ -46,8 +47,7 @@ export class Applier {
   /** Applies one entry; returns the request id and its outcome when a handler may be waiting. */
   apply(e: Entry): { id: number; outcome: ApplyOutcome } | undefined {
     if (e.type === EntryType.Normal) return this.applyNormal(e);
-    this.applyConfChangeEntry(e);
-    return undefined;
+    return this.applyConfChangeEntry(e);
   }
 
   private applyNormal(e: Entry): { id: number; outcome: ApplyOutcome } | undefined {
@@ -133,47 +133,70 @@ export class Applier {
     throw new Error("apply: entry carries no known request");
   }
 
-  private applyConfChangeEntry(e: Entry): void {
+  /**
+   * A conf change entry, as etcd's applyConfChange: validated against the membership first (on
+   * every member, with the same answer); a refused change never reaches raft's configuration and
+   * its proposer gets the refusal. A replayed entry (already applied to the backend before a
+   * restart) only goes back into raft's configuration, as it did the first time.
+   */
+  private applyConfChangeEntry(e: Entry): { id: number; outcome: ApplyOutcome } | undefined {
+    const { kv, membership, logger } = this.o;
     const cc = confChangeFromEntry(e);
-    const cs = this.o.applyConfChange(cc);
-    if (!this.o.kv.markApplied(e.index, e.term)) return;
-    const { membership, initialMembers, logger } = this.o;
+    const ctx = decodeConfChangeContext(cc.context);
+    if (e.index <= kv.consistentIndex()) {
+      if (!membership.wasRefused(e.index)) this.o.applyConfChange(cc);
+      return undefined;
+    }
     for (const ch of cc.changes) {
-      switch (ch.type) {
-        case ConfChangeType.AddNode:
-        case ConfChangeType.AddLearnerNode: {
-          const isLearner = ch.type === ConfChangeType.AddLearnerNode;
-          const existing = membership.get(ch.nodeId);
-          if (existing !== undefined) {
-            if (existing.isLearner && !isLearner) membership.promote(ch.nodeId);
-            break;
+      const refusal = membership.validateConfChange(ch.type, ch.nodeId, ctx);
+      if (refusal === undefined) continue;
+      membership.recordRefused(e.index);
+      kv.markApplied(e.index, e.term);
+      logger.warn({ memberId: formatId(ch.nodeId), change: ConfChangeType[ch.type], error: refusal.message }, "refused configuration change");
+      if (ctx === undefined || ctx.requestId === 0) return undefined;
+      return { id: ctx.requestId, outcome: { revision: kv.currentRevision(), error: refusal } };
+    }
+    const cs = this.o.applyConfChange(cc);
+    kv.markApplied(e.index, e.term);
+    for (const ch of cc.changes) this.applyMemberChange(ch.type, ch.nodeId, ctx);
+    logger.info({ voters: cs.voters.map(formatId), learners: cs.learners.map(formatId) }, "applied configuration change");
+    this.o.onMembershipChange();
+    if (ctx === undefined || ctx.requestId === 0) return undefined;
+    return { id: ctx.requestId, outcome: { revision: kv.currentRevision(), response: membership.list() } };
+  }
+
+  private applyMemberChange(type: ConfChangeType, id: NodeId, ctx: ConfChangeContext | undefined): void {
+    const { membership, initialMembers, logger } = this.o;
+    switch (type) {
+      case ConfChangeType.AddNode:
+      case ConfChangeType.AddLearnerNode: {
+        const isLearner = type === ConfChangeType.AddLearnerNode;
+        const existing = membership.get(id);
+        if (existing !== undefined) {
+          if (existing.isLearner && !isLearner) {
+            membership.promote(id);
+            logger.info({ memberId: formatId(id) }, "promoted learner member to voting member");
           }
-          const m = memberFromContext(cc.context) ?? initialMembers.get(ch.nodeId);
-          if (m === undefined) throw new Error(`apply: conf change adds member ${ch.nodeId.toString(16)} with no member record`);
-          membership.add({ ...m, id: ch.nodeId, isLearner });
-          logger.info({ memberId: ch.nodeId.toString(16), peerUrls: m.peerUrls, isLearner }, "added member");
-          break;
+          return;
         }
-        case ConfChangeType.RemoveNode:
-          membership.remove(ch.nodeId);
-          logger.info({ memberId: ch.nodeId.toString(16) }, "removed member");
-          break;
-        case ConfChangeType.UpdateNode: {
-          const m = memberFromContext(cc.context);
-          if (m !== undefined) membership.add({ ...m, id: ch.nodeId });
-          break;
+        const m = ctx?.member ?? initialMembers.get(id);
+        if (m === undefined) throw new Error(`apply: conf change adds member ${formatId(id)} with no member record`);
+        membership.add({ ...m, id, isLearner });
+        logger.info({ memberId: formatId(id), peerUrls: m.peerUrls, isLearner }, isLearner ? "added learner member" : "added member");
+        return;
+      }
+      case ConfChangeType.RemoveNode:
+        membership.remove(id);
+        logger.info({ memberId: formatId(id) }, "removed member");
+        return;
+      case ConfChangeType.UpdateNode: {
+        const m = membership.get(id);
+        if (m !== undefined && ctx !== undefined) {
+          membership.add({ ...m, peerUrls: [...ctx.member.peerUrls] });
+          logger.info({ memberId: formatId(id), peerUrls: ctx.member.peerUrls }, "updated member");
         }
+        return;
       }
     }
-    logger.info({ voters: cs.voters.map((v) => v.toString(16)), learners: cs.learners.map((v) => v.toString(16)) }, "applied configuration change");
-    this.o.onMembershipChange();
   }
-}
-
-/** Members added at runtime carry their record as JSON in the conf change context (as etcd). */
-function memberFromContext(ctx: Uint8Array): Member | undefined {
-  if (ctx.length === 0) return undefined;
-  const o = JSON.parse(Buffer.from(ctx).toString()) as Partial<Member>;
-  if (typeof o.id !== "number" || !Array.isArray(o.peerUrls)) throw new Error("apply: malformed member record in conf change");
-  return { id: o.id, name: o.name ?? "", peerUrls: o.peerUrls, clientUrls: o.clientUrls ?? [], isLearner: o.isLearner ?? false };
 }

@@ -116,5 +116,6 @@ export const Errors = {
   unhealthy: def(Status.UNAVAILABLE, "etcdserver: unhealthy cluster"),
   corrupt: def(Status.DATA_LOSS, "etcdserver: corrupt cluster"),
   notSupportedForLearner: def(Status.UNAVAILABLE, "etcdserver: rpc not supported for learner"),
+  timeoutLeaderTransfer: def(Status.UNAVAILABLE, "etcdserver: request timed out, leader transfer took too long"),
   badLeaderTransferee: def(Status.FAILED_PRECONDITION, "etcdserver: bad leader transferee"),
 } as const;

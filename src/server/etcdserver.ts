@@ -25,6 +25,7 @@ import { KvStore } from "../mvcc/kvstore.js";
 import { WatchableStore } from "../mvcc/watchable_store.js";
 import { RawNode } from "../raft/index.js";
 import type { Status } from "../raft/rawnode.js";
+import { readWalMetadata } from "../wal/index.js";
 import { NONE, type NodeId } from "../raft/types.js";
 import { ErrCompacted } from "../mvcc/errors.js";
 import { Alarms } from "./alarms.js";
@@ -37,7 +38,11 @@ import { LeaseCheckpoints } from "./lease_checkpoints.js";
 import { LeaseExpiry } from "./lease_expiry.js";
 import { componentLogger, type Logger } from "./logger.js";
 import { LeaderClient } from "./leader_client.js";
+import { encodeConfChangeContext } from "./conf_change_context.js";
+import { Errors } from "./errors.js";
+import { bootstrapNewMember, joinExistingCluster, type Identity } from "./join.js";
 import { initialClusterInfo, formatId, type Member } from "./member.js";
+import { Reconfigure } from "./reconfigure.js";
 import { Membership } from "./membership.js";
 import { backendTimings, snapshotDbTimings } from "./disk_metrics.js";
 import { checkHealth, type HealthResult } from "./health.js";
@@ -65,6 +70,8 @@ export interface EtcdServerOptions {
   onFatal(err: Error): void;
   /** TEST-ONLY bugs to plant (src/server/test_bugs.ts); none in a real member. */
   testBugs?: ReadonlySet<TestBug>;
+  /** The cluster removed this member: it has stopped serving (etcd's process then exits 0). */
+  onRemoved?(reason: string): void;
 }
 
 export class EtcdServer {
@@ -111,15 +118,16 @@ export class EtcdServer {
   private tickTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private removing = false;
+  private onRemoved: ((reason: string) => void) | undefined;
 
-  private constructor(o: EtcdServerOptions) {
+  private constructor(o: EtcdServerOptions, identity: Identity) {
     this.config = o.config;
     this.rootLogger = o.logger;
     this.logger = componentLogger(o.logger, "etcdserver");
-    const info = initialClusterInfo(o.config);
-    this.memberId = info.local.id;
-    this.clusterId = info.clusterId;
-    this.initialMembers = new Map(info.members.map((m) => [m.id, m]));
+    this.memberId = identity.memberId;
+    this.clusterId = identity.clusterId;
+    this.initialMembers = new Map(identity.members.map((m) => [m.id, m]));
     this.requestTimeoutMs = 5000 + 2 * o.config.electionMs;
     this.leaderClient = new LeaderClient(this.requestTimeoutMs);
     this.ready = new Promise((r) => (this.readyResolve = r));
@@ -149,9 +157,20 @@ export class EtcdServer {
   }
 
   static async start(o: EtcdServerOptions): Promise<EtcdServer> {
-    const s = new EtcdServer(o);
+    const s = new EtcdServer(o, await EtcdServer.identity(o));
     await s.startRaft(o);
     return s;
+  }
+
+  /** This member's and its cluster's ids: from the WAL on a restart, else from the peers or the flags (join.ts). */
+  private static async identity(o: EtcdServerOptions): Promise<Identity> {
+    const logger = componentLogger(o.logger, "etcdserver");
+    const wal = await readWalMetadata(o.config.walDir);
+    if (wal !== undefined) {
+      const members = initialClusterInfoOrNone(o.config);
+      return { memberId: wal.memberId, clusterId: wal.clusterId, members };
+    }
+    return o.config.initialClusterState === "existing" ? joinExistingCluster(o.config, logger) : bootstrapNewMember(o.config, logger);
   }
 
   private async startRaft(o: EtcdServerOptions): Promise<void> {
@@ -206,12 +225,13 @@ export class EtcdServer {
         warn: (m) => raftLogger.warn(m),
       },
     });
-    if (!existed) {
-      if (c.initialClusterState === "existing") {
-        throw new Error("--initial-cluster-state=existing (joining a running cluster) is not supported yet: start every member with --initial-cluster-state=new");
-      }
+    if (!existed && c.initialClusterState === "existing") {
+      // No bootstrap: the configuration (and data) come from the leader, by log or snapshot.
+      this.logger.info({ memberId: formatId(this.memberId), clusterId: formatId(this.clusterId) }, "starting a member that joins an existing cluster");
+    } else if (!existed) {
       this.logger.info({ memberId: formatId(this.memberId), clusterId: formatId(this.clusterId), initialCluster: c.initialClusterText }, "starting a new member of a new cluster");
-      this.raw.bootstrap([...this.initialMembers.keys()]);
+      const contexts = new Map([...this.initialMembers.values()].map((m) => [m.id, encodeConfChangeContext({ requestId: 0, member: m, isPromote: false })] as const));
+      this.raw.bootstrap([...this.initialMembers.keys()], contexts);
     }
 
     const counters = (this.counters = registerServerMetrics(
@@ -253,7 +273,7 @@ export class EtcdServer {
       logger: this.logger,
       initialMembers: this.initialMembers,
       applyConfChange: (cc) => this.loop.applyConfChange(cc),
-      onMembershipChange: () => this.syncPeers(),
+      onMembershipChange: () => this.onMembershipChange(),
     });
     this.loop = new RaftLoop({
       memberId: this.memberId,
@@ -283,7 +303,7 @@ export class EtcdServer {
         // Proposals held for want of a leader go to raft in the loop's next round, not a tick later.
         if (this.proposals.held > 0) this.loop.schedule();
       },
-      onSnapshotInstalled: () => this.syncPeers(),
+      onSnapshotInstalled: () => this.onMembershipChange(),
       onFatal: (err) => {
         this.stopped = true;
         o.onFatal(err);
@@ -322,6 +342,16 @@ export class EtcdServer {
       snapshots: this.snapshots,
       leaderClient: this.leaderClient,
       beforeLeaderTransfer: () => this.leaseCheckpoints.checkpointAll(),
+      reconfigure: new Reconfigure({
+        memberId: this.memberId,
+        membership: this.membership,
+        strictReconfigCheck: c.strictReconfigCheck,
+        progress: () => (this.loop.isLeader() ? this.raw.status().progress : undefined),
+        activeSince: (id) => this.transport.activeSince(id),
+        proposeConfChange: (make) => this.proposals.proposeConfChange(make),
+        forwardPromote: (id) => this.forwardPromote(id),
+        logger: this.logger,
+      }),
     });
 
     const peers = new Map<NodeId, readonly string[]>();
@@ -342,10 +372,17 @@ export class EtcdServer {
         this.raw.reportSnapshot(id, failed);
         this.loop.schedule();
       },
+      isRemovedPeer: (id) => this.membership.isRemoved(id),
+      membersInfo: () => ({
+        clusterId: this.clusterId,
+        members: this.membership.list().map((m) => ({ id: m.id, name: m.name, peerURLs: [...m.peerUrls], clientURLs: [...m.clientUrls], isLearner: m.isLearner })),
+      }),
+      onRemoved: () => this.removed("a peer refused this member: it was removed from the cluster"),
       logger: componentLogger(this.rootLogger, "rafthttp"),
       registry,
       snapshotSink: (from, m, totalBytes) => this.snapshots.receive(from, m, totalBytes),
     });
+    this.onRemoved = o.onRemoved;
     await this.transport.start();
 
     this.tickTimer = setInterval(() => {
@@ -387,12 +424,45 @@ export class EtcdServer {
     this.compactor.run();
   }
 
+  private onMembershipChange(): void {
+    this.syncPeers();
+    if (this.membership.isRemoved(this.memberId)) this.removed("this member's removal was applied");
+  }
+
   private syncPeers(): void {
     if (this.transport === undefined) return;
-    const want = new Map(this.membership.list().filter((m) => m.id !== this.memberId).map((m) => [m.id, m.peerUrls] as const));
+    const want = new Map(this.membership.list().filter((m) => m.id !== this.memberId && m.peerUrls.length > 0).map((m) => [m.id, m.peerUrls] as const));
     for (const id of this.transport.peerIds()) if (!want.has(id)) this.transport.removePeer(id);
     const have = new Set(this.transport.peerIds());
-    for (const [id, urls] of want) if (!have.has(id)) this.transport.addPeer(id, urls);
+    for (const [id, urls] of want) {
+      if (!have.has(id)) this.transport.addPeer(id, urls);
+      else if (this.transport.peerUrls(id)?.join(",") !== urls.join(",")) this.transport.updatePeer(id, urls);
+    }
+  }
+
+  /**
+   * The cluster removed this member (etcd's applyConfChange shouldStop, or a peer's 410 Gone): it
+   * stops after 10 ticks (etcd's stopWithDelay), so the answer to a MemberRemove it serves and
+   * the commit of its removal still go out, and never serves again.
+   */
+  private removed(why: string): void {
+    if (this.removing || this.stopped) return;
+    this.removing = true;
+    this.logger.warn({ memberId: formatId(this.memberId), reason: why }, "the member has been permanently removed from the cluster");
+    this.logger.warn({ dataDir: this.config.dataDir }, "the data-dir used by this member must be removed");
+    setTimeout(() => {
+      void this.stop().then(() => this.onRemoved?.("the member has been permanently removed from the cluster"));
+    }, 10 * this.config.heartbeatMs);
+  }
+
+  /** A promote asked of a follower: the leader answers it. */
+  private async forwardPromote(id: NodeId): Promise<Member[]> {
+    const leader = this.leader();
+    if (leader === NONE) throw Errors.noLeader();
+    const url = this.membership.get(leader)?.clientUrls[0];
+    if (url === undefined) throw Errors.leaderChanged();
+    const r = await this.leaderClient.memberPromote(leader, url, id);
+    return r.members.map((m) => ({ id: m.ID, name: m.name, peerUrls: m.peerURLs, clientUrls: m.clientURLs, isLearner: m.isLearner }));
   }
 
   // ------------------------------------------------------------------ status
@@ -442,5 +512,14 @@ export class EtcdServer {
     this.watchable.close();
     this.kv.close();
     this.backend.close();
+  }
+}
+
+/** The --initial-cluster members, when the flags describe this member (they may not after it joined). */
+function initialClusterInfoOrNone(config: ServerConfig): Member[] {
+  try {
+    return [...initialClusterInfo(config).members];
+  } catch {
+    return [];
   }
 }

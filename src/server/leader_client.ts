@@ -1,6 +1,6 @@
 /**
  * Requests only the leader can answer (lease keep-alive and time-to-live: the leader's lessor
- * owns the expiry clock), forwarded from a follower to the leader's client URL over gRPC, as etcd
+ * owns the expiry clock; a learner's promotion: only the leader knows its progress), forwarded from a follower to the leader's client URL over gRPC, as etcd
  * forwards them over its peer HTTP API. One channel per leader; keep-alives share one stream and
  * are answered in order.
  */
@@ -8,6 +8,8 @@ import type * as grpcTypes from "@grpc/grpc-js";
 import { Status, type MessageCodec } from "../grpc/index.js";
 import type {
   LeaseKeepAliveRequestInit,
+  MemberPromoteRequestInit,
+  MemberPromoteResponse,
   LeaseKeepAliveResponse,
   LeaseTimeToLiveRequestInit,
   LeaseTimeToLiveResponse,
@@ -28,9 +30,15 @@ function method<Req, Res>(path: string, req: MessageCodec<Req>, res: MessageCode
   };
 }
 
-function leaseServiceDefinition() {
+/** The leader-only methods a follower forwards (one generic client; each method names its own service path). */
+function leaderMethodsDefinition() {
   const c = loadMemberCodecs();
   return {
+    MemberPromote: method(
+      "/etcdserverpb.Cluster/MemberPromote",
+      c.message<MemberPromoteRequestInit>("etcdserverpb.MemberPromoteRequest"),
+      c.message<MemberPromoteResponse>("etcdserverpb.MemberPromoteResponse"),
+    ),
     LeaseTimeToLive: method(
       "/etcdserverpb.Lease/LeaseTimeToLive",
       c.message<LeaseTimeToLiveRequestInit>("etcdserverpb.LeaseTimeToLiveRequest"),
@@ -47,6 +55,7 @@ function leaseServiceDefinition() {
 }
 
 type LeaseClient = grpcTypes.Client & {
+  MemberPromote(req: MemberPromoteRequestInit, md: grpcTypes.Metadata, opts: grpcTypes.CallOptions, cb: (err: grpcTypes.ServiceError | null, res?: MemberPromoteResponse) => void): void;
   LeaseTimeToLive(req: LeaseTimeToLiveRequestInit, md: grpcTypes.Metadata, opts: grpcTypes.CallOptions, cb: (err: grpcTypes.ServiceError | null, res?: LeaseTimeToLiveResponse) => void): void;
   LeaseKeepAlive(md: grpcTypes.Metadata, opts: grpcTypes.CallOptions): grpcTypes.ClientDuplexStream<LeaseKeepAliveRequestInit, LeaseKeepAliveResponse>;
 };
@@ -75,7 +84,7 @@ export class LeaderClient {
     const grpc = await loadGrpc();
     if (this.client !== undefined && this.leader === leader) return this.client;
     this.close();
-    Ctor ??= grpc.makeGenericClientConstructor(leaseServiceDefinition(), "Lease");
+    Ctor ??= grpc.makeGenericClientConstructor(leaderMethodsDefinition(), "Leader");
     const target = url.replace(/^https?:\/\//, "");
     this.client = new Ctor(target, grpc.credentials.createInsecure()) as unknown as LeaseClient;
     this.leader = leader;
@@ -87,6 +96,18 @@ export class LeaderClient {
     const grpc = await loadGrpc();
     return new Promise((resolve, reject) => {
       client.LeaseTimeToLive(req, new grpc.Metadata(), { deadline: Date.now() + this.timeoutMs }, (err, res) => {
+        if (err) reject(forwardedError(err));
+        else resolve(res!);
+      });
+    });
+  }
+
+  /** etcd's PromoteMember forwarded to the leader (only it knows whether the learner is in sync). */
+  async memberPromote(leader: NodeId, url: string, id: number): Promise<MemberPromoteResponse> {
+    const client = await this.clientFor(leader, url);
+    const grpc = await loadGrpc();
+    return new Promise((resolve, reject) => {
+      client.MemberPromote({ ID: id }, new grpc.Metadata(), { deadline: Date.now() + this.timeoutMs }, (err, res) => {
         if (err) reject(forwardedError(err));
         else resolve(res!);
       });

@@ -13,6 +13,7 @@ import { clusterService } from "./api/cluster.js";
 import { electionService } from "./api/election.js";
 import { healthService } from "./api/health.js";
 import { kvService } from "./api/kv.js";
+import { learnerGated } from "./api/learner_gate.js";
 import { leaseService } from "./api/lease.js";
 import { lockService } from "./api/lock.js";
 import { maintenanceService } from "./api/maintenance.js";
@@ -81,7 +82,10 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
   };
   // TLS material first: a bad file or auto-TLS failure stops the start-up before the member runs.
   const tlsForClients = clientTls(config.tls.client, config.dataDir, config.listenClientUrls, config.listenMetricsUrls, logger);
-  const server = await EtcdServer.start({ config, logger, registry, onFatal: fatal, testBugs });
+  let stop: (signal: string) => Promise<void> = async () => process.exit(0);
+  // A removed member exits 0 once stopped, as etcd's process does.
+  const onRemoved = (reason: string) => void stop(reason);
+  const server = await EtcdServer.start({ config, logger, registry, onFatal: fatal, testBugs, onRemoved });
   // Gauges read at scrape time: server.kv and server.watchable are the same objects for the member's life.
   registerMvccMetrics(registry, server.kv, server.watchable);
   logger.info({ memberId: formatId(server.memberId), clusterId: formatId(server.clusterId) }, "member started");
@@ -100,13 +104,14 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
       observer,
       tls: isTlsUrl(url) ? tlsForClients?.grpc : undefined,
     });
-    g.addService("etcdserverpb.KV", kvService(server.v3, quota));
-    g.addService("etcdserverpb.Lease", leaseService(server.v3, quota));
-    g.addService("etcdserverpb.Cluster", clusterService(server.v3));
-    g.addService("etcdserverpb.Maintenance", maintenanceService(server.v3));
-    g.addService("etcdserverpb.Watch", watchService(server.v3));
-    g.addService("v3lockpb.Lock", lockService(server.v3));
-    g.addService("v3electionpb.Election", electionService(server.v3));
+    const learner = () => server.isLearner();
+    g.addService("etcdserverpb.KV", learnerGated(learner, "etcdserverpb.KV", kvService(server.v3, quota)));
+    g.addService("etcdserverpb.Lease", learnerGated(learner, "etcdserverpb.Lease", leaseService(server.v3, quota)));
+    g.addService("etcdserverpb.Cluster", learnerGated(learner, "etcdserverpb.Cluster", clusterService(server.v3)));
+    g.addService("etcdserverpb.Maintenance", learnerGated(learner, "etcdserverpb.Maintenance", maintenanceService(server.v3)));
+    g.addService("etcdserverpb.Watch", learnerGated(learner, "etcdserverpb.Watch", watchService(server.v3)));
+    g.addService("v3lockpb.Lock", learnerGated(learner, "v3lockpb.Lock", lockService(server.v3)));
+    g.addService("v3electionpb.Election", learnerGated(learner, "v3electionpb.Election", electionService(server.v3)));
     g.addService("grpc.health.v1.Health", healthService());
     // After the services: the JSON gateway dispatches to the handlers registered above.
     g.setHttpHandler(clientHttp({ methods: g, routes, cors: config.cors }));
@@ -125,7 +130,7 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
   });
 
   let stopping = false;
-  const stop = async (signal: string) => {
+  stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, "received signal; shutting down");

@@ -15,6 +15,7 @@
  * `sweep` periodically, with the clock given.
  */
 import { ProposalDroppedError } from "../raft/index.js";
+import type { ConfChangeV2 } from "../raft/types.js";
 import type { ApplyOutcome } from "./apply.js";
 import { Errors } from "./errors.js";
 import type { IdGenerator } from "./id_gen.js";
@@ -56,11 +57,14 @@ export interface ProposalsOptions {
 export interface BatchProposer {
   /** Throws ProposalDroppedError when raft refuses the whole batch (no leader, transfer). */
   proposeBatch(data: Uint8Array[]): void;
+  /** Throws ProposalDroppedError when raft refuses the change (no leader, one pending, invalid). */
+  proposeConfChange(cc: ConfChangeV2): void;
 }
 
 export class Proposals {
   private readonly wait: Wait<ApplyOutcome>;
   private batch: Array<{ id: number; data: Buffer }> = [];
+  private confChanges: Array<{ id: number; cc: ConfChangeV2 }> = [];
   /** Every proposal has the same timeout, so deadlines queue in order: one sweep, not one timer each. */
   private readonly deadlines: Array<{ id: number; atMs: number }> = [];
   private deadlineHead = 0;
@@ -101,6 +105,21 @@ export class Proposals {
     }
   }
 
+  /**
+   * Proposes the membership change `make(id)` builds (its context carries the wait id `id`) and
+   * resolves with its outcome once applied on this member (etcd's configure).
+   */
+  async proposeConfChange(make: (id: number) => ConfChangeV2): Promise<ApplyOutcome> {
+    if (this.stopped) throw Errors.stopped();
+    if (this.wait.isFull()) throw Errors.tooManyRequests();
+    const id = this.o.ids.next();
+    const done = this.wait.register(id);
+    this.confChanges.push({ id, cc: make(id) });
+    this.deadlines.push({ id, atMs: this.o.now() + this.o.requestTimeoutMs });
+    this.o.wake();
+    return done;
+  }
+
   /** Proposals held because no leader is known yet (they go to raft once one is). */
   get held(): number {
     return this.batch.length;
@@ -112,6 +131,17 @@ export class Proposals {
    * any other reason (a leadership transfer) fails as etcd's does ("leader changed").
    */
   flush(raft: BatchProposer): void {
+    // Like other proposals, membership changes wait for a leader (and are dropped once timed out).
+    const confChanges = this.o.state.hasLeader() ? this.confChanges.splice(0) : [];
+    for (const { id, cc } of confChanges) {
+      if (!this.wait.has(id)) continue;
+      try {
+        raft.proposeConfChange(cc);
+      } catch (err) {
+        if (!(err instanceof ProposalDroppedError)) throw err;
+        this.fail(id, confChangeDropped(err));
+      }
+    }
     if (this.batch.length === 0) return;
     let batch = this.batch;
     this.batch = [];
@@ -167,10 +197,21 @@ export class Proposals {
   stop(): void {
     this.stopped = true;
     this.batch = [];
+    this.confChanges = [];
     this.wait.failAll(Errors.stopped);
   }
 
   private fail(id: number, err: Error): void {
     if (this.wait.fail(id, err)) this.o.failed.inc();
   }
+}
+
+/**
+ * etcd's leader turns a conf change it cannot take now (one pending, or invalid) into an empty
+ * entry and its caller times out: the same answer here, given at once.
+ */
+function confChangeDropped(err: ProposalDroppedError): Error {
+  if (err.reason === "no leader") return Errors.noLeader();
+  if (err.reason === "conf change pending" || err.reason === "invalid conf change") return Errors.timeout();
+  return Errors.leaderChanged();
 }

@@ -149,7 +149,7 @@ export class RaftLoop {
     const deadline = Date.now() + this.o.transferTimeoutMs;
     while (this.leaderId !== transferee) {
       const left = deadline - Date.now();
-      if (left <= 0) throw Errors.timeoutDueToLeaderFail();
+      if (left <= 0) throw Errors.timeoutLeaderTransfer();
       await this.waitLeaderChange(left);
     }
     this.o.logger.info({ from: formatId(this.o.memberId), to: formatId(transferee) }, "leadership transferred");

@@ -21,6 +21,7 @@ import type { LeaderClient } from "./leader_client.js";
 import type { Member } from "./member.js";
 import type { Membership } from "./membership.js";
 import type { RaftLoop } from "./raft_loop.js";
+import type { Reconfigure } from "./reconfigure.js";
 import type { ProposedRequest } from "./raft_request.js";
 import type { ReadIndex } from "./read_index.js";
 import type { Snapshots } from "./snapshots.js";
@@ -45,6 +46,7 @@ export interface V3ApiOptions {
   leaderClient: Pick<LeaderClient, "keepAlive" | "timeToLive">;
   /** Runs before a MoveLeader transfer (lease checkpoints, so the next leader keeps what is left). */
   beforeLeaderTransfer?: () => Promise<void>;
+  reconfigure: Pick<Reconfigure, "addMember" | "removeMember" | "updateMember" | "promoteMember">;
 }
 
 export class V3Api implements V3Server {
@@ -154,6 +156,22 @@ export class V3Api implements V3Server {
   async memberList(linearizable: boolean): Promise<Member[]> {
     if (linearizable) await this.o.readIndex.notify();
     return this.o.membership.list();
+  }
+
+  memberAdd(peerUrls: readonly string[], isLearner: boolean): Promise<{ member: Member; members: Member[] }> {
+    return this.o.reconfigure.addMember(peerUrls, isLearner);
+  }
+
+  memberRemove(id: NodeId): Promise<Member[]> {
+    return this.o.reconfigure.removeMember(id);
+  }
+
+  memberUpdate(id: NodeId, peerUrls: readonly string[]): Promise<Member[]> {
+    return this.o.reconfigure.updateMember(id, peerUrls);
+  }
+
+  memberPromote(id: NodeId): Promise<Member[]> {
+    return this.o.reconfigure.promoteMember(id);
   }
 
   status(): MemberStatus {

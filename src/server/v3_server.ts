@@ -85,6 +85,11 @@ export interface V3Server {
 
   // ---- Cluster
   memberList(linearizable: boolean): Promise<Member[]>;
+  /** Adds a member (voter or learner); resolves with it and the membership after it. */
+  memberAdd(peerUrls: readonly string[], isLearner: boolean): Promise<{ member: Member; members: Member[] }>;
+  memberRemove(id: NodeId): Promise<Member[]>;
+  memberUpdate(id: NodeId, peerUrls: readonly string[]): Promise<Member[]>;
+  memberPromote(id: NodeId): Promise<Member[]>;
 
   // ---- Maintenance
   status(): MemberStatus;

@@ -43,6 +43,7 @@ export type { WalOptions, WalOpenResult, WalStats, WalMetadata, SnapshotMarker }
 export { Snapshotter, snapshotFileName } from "./snapshotter.js";
 export type { SnapshotterOptions } from "./snapshotter.js";
 export { WalStorage } from "./storage.js";
+export { readWalMetadata } from "./metadata.js";
 export type { WalStorageInit, WalStorageOpenOptions, WalStorageOpenResult, WalStorageOptions } from "./storage.js";
 export { createFsyncHistogram, FSYNC_BUCKETS_SECONDS, FSYNC_HISTOGRAM_NAME } from "./metrics.js";
 export type { WalLogger } from "./logger.js";

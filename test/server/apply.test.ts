@@ -9,6 +9,7 @@ import { encodeConfChangeV2 } from "../../src/raft/index.js";
 import { ConfChangeTransition, ConfChangeType, EntryType, type ConfChangeV2, type ConfState, type Entry } from "../../src/raft/types.js";
 import { AlarmAction, AlarmType } from "../../src/server/alarms.js";
 import { Applier } from "../../src/server/apply.js";
+import { encodeConfChangeContext } from "../../src/server/conf_change_context.js";
 import { silentLogger } from "../../src/server/logger.js";
 import type { Member } from "../../src/server/member.js";
 import { encodeRaftRequest, type ProposedRequest } from "../../src/server/raft_request.js";
@@ -46,7 +47,7 @@ function setup() {
   return { kv, lessor, alarms, membership, applier, apply, entry, confChanges, membershipChanges: () => membershipChanges };
 }
 
-function confChangeEntry(index: number, changes: ConfChangeV2["changes"], context = new Uint8Array(0)): Entry {
+function confChangeEntry(index: number, changes: ConfChangeV2["changes"], context: Uint8Array = new Uint8Array(0)): Entry {
   const cc: ConfChangeV2 = { transition: ConfChangeTransition.Auto, changes, context };
   return { index, term: 1, type: EntryType.ConfChangeV2, data: encodeConfChangeV2(cc) };
 }
@@ -117,15 +118,18 @@ describe("applier", () => {
     expect(kv.consistentIndex()).toBe(10);
   });
 
-  it("conf changes: raft sees every one, replayed ones too; the membership changes once", () => {
+  it("conf changes: raft sees every one, replayed ones too; the membership changes once; the proposer gets the members", () => {
     const s = setup();
     const add1 = confChangeEntry(1, [{ type: ConfChangeType.AddNode, nodeId: M1.id }]);
     expect(s.applier.apply(add1)).toBeUndefined();
     expect(s.membership.list()).toEqual([M1]);
-    const ctx = new Uint8Array(Buffer.from(JSON.stringify(M2)));
-    s.applier.apply(confChangeEntry(2, [{ type: ConfChangeType.AddLearnerNode, nodeId: M2.id }], ctx));
+    const ctx = encodeConfChangeContext({ requestId: 7, member: { ...M2, isLearner: true }, isPromote: false });
+    const added = s.applier.apply(confChangeEntry(2, [{ type: ConfChangeType.AddLearnerNode, nodeId: M2.id }], ctx));
+    expect(added?.id).toBe(7);
+    expect(added?.outcome.response).toEqual([M1, { ...M2, isLearner: true }]);
     expect(s.membership.get(M2.id)?.isLearner).toBe(true);
-    s.applier.apply(confChangeEntry(3, [{ type: ConfChangeType.AddNode, nodeId: M2.id }]));
+    const promote = encodeConfChangeContext({ requestId: 8, member: M2, isPromote: true });
+    expect(s.applier.apply(confChangeEntry(3, [{ type: ConfChangeType.AddNode, nodeId: M2.id }], promote))?.id).toBe(8);
     expect(s.membership.get(M2.id)?.isLearner).toBe(false);
     expect(s.membershipChanges()).toBe(3);
     // Replayed after a restart: raft's configuration is rebuilt, the stored membership is not touched.
@@ -135,6 +139,27 @@ describe("applier", () => {
     s.applier.apply(confChangeEntry(4, [{ type: ConfChangeType.RemoveNode, nodeId: M2.id }]));
     expect(s.membership.isRemoved(M2.id)).toBe(true);
     expect(() => s.applier.apply(confChangeEntry(5, [{ type: ConfChangeType.AddNode, nodeId: 0x33 }]))).toThrow(/no member record/);
+  });
+
+  it("a conf change the membership refuses never reaches raft, not even when replayed, and its proposer gets etcd's error", () => {
+    const s = setup();
+    s.applier.apply(confChangeEntry(1, [{ type: ConfChangeType.AddNode, nodeId: M1.id }]));
+    const unknown = encodeConfChangeContext({ requestId: 9, member: { ...M2, id: 0x44 }, isPromote: false });
+    const removeUnknown = confChangeEntry(2, [{ type: ConfChangeType.RemoveNode, nodeId: 0x44 }], unknown);
+    expect(s.applier.apply(removeUnknown)?.outcome.error?.message).toBe("etcdserver: member not found");
+    const samePeer = encodeConfChangeContext({ requestId: 10, member: { ...M2, peerUrls: M1.peerUrls }, isPromote: false });
+    expect(s.applier.apply(confChangeEntry(3, [{ type: ConfChangeType.AddNode, nodeId: M2.id }], samePeer))?.outcome.error?.message).toBe(
+      "etcdserver: Peer URLs already exists",
+    );
+    const promoteVoter = encodeConfChangeContext({ requestId: 11, member: M1, isPromote: true });
+    expect(s.applier.apply(confChangeEntry(4, [{ type: ConfChangeType.AddNode, nodeId: M1.id }], promoteVoter))?.outcome.error?.message).toBe(
+      "etcdserver: can only promote a learner member",
+    );
+    expect(s.confChanges.length).toBe(1);
+    expect(s.membership.wasRefused(2) && s.membership.wasRefused(3) && s.membership.wasRefused(4)).toBe(true);
+    s.applier.apply(removeUnknown); // replayed
+    expect(s.confChanges.length).toBe(1);
+    expect(s.membership.list()).toEqual([M1]);
   });
 
   it("a published member's attributes reach the membership", () => {

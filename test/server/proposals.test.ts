@@ -4,7 +4,7 @@
  * with and without a leader, abort, stop).
  */
 import { describe, expect, it } from "vitest";
-import { ProposalDroppedError } from "../../src/raft/types.js";
+import { ProposalDroppedError, type ConfChangeV2 } from "../../src/raft/types.js";
 import { IdGenerator } from "../../src/server/id_gen.js";
 import { MAX_GAP_BETWEEN_APPLY_AND_COMMIT, Proposals, type ProposalsOptions } from "../../src/server/proposals.js";
 import { decodeRaftRequest } from "../../src/server/raft_request.js";
@@ -17,6 +17,11 @@ class FakeRaft {
   proposeBatch(data: Uint8Array[]): void {
     if (this.drop) throw this.drop;
     this.batches.push(data.map((d) => decodeRaftRequest(d).ID));
+  }
+  readonly confChanges: ConfChangeV2[] = [];
+  proposeConfChange(cc: ConfChangeV2): void {
+    if (this.drop) throw this.drop;
+    this.confChanges.push(cc);
   }
 }
 

@@ -34,6 +34,12 @@ function setup() {
     backend,
     snapshots: { client: async () => Promise.reject(new Error("not used")) },
     leaderClient: { keepAlive: async () => 0, timeToLive: async () => Promise.reject(new Error("not used")) },
+    reconfigure: {
+      addMember: async () => Promise.reject(new Error("not used")),
+      removeMember: async () => Promise.reject(new Error("not used")),
+      updateMember: async () => Promise.reject(new Error("not used")),
+      promoteMember: async () => Promise.reject(new Error("not used")),
+    },
   });
   return { api, kv, reads, proposed, setAnswer: (o: ApplyOutcome) => (answer = o) };
 }

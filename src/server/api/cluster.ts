@@ -1,11 +1,13 @@
 /**
- * etcdserverpb.Cluster. MemberList reports the membership as applied on this member. Runtime
- * membership changes (add/remove/update/promote) belong to the cluster-operations work and answer
- * UNIMPLEMENTED until then, rather than pretending.
+ * etcdserverpb.Cluster (etcd's v3rpc ClusterServer). MemberList reports the membership as
+ * applied on this member; the changes (add, remove, update, promote) are the member's
+ * (src/server/reconfigure.ts), answered with the membership after them.
  */
-import { GrpcError, Status, type MemberHandlers } from "../../grpc/index.js";
+import type { MemberHandlers } from "../../grpc/index.js";
 import type { MemberInit } from "../../pb/member-types.js";
+import { Errors } from "../errors.js";
 import type { Member } from "../member.js";
+import { peerUrlToAddress } from "../transport/url.js";
 import type { V3Server } from "../v3_server.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
@@ -14,10 +16,16 @@ export function memberPb(m: Member): MemberInit {
   return { ID: m.id, name: m.name, peerURLs: [...m.peerUrls], clientURLs: [...m.clientUrls], isLearner: m.isLearner };
 }
 
-function notYet(what: string) {
-  return () => {
-    throw new GrpcError(Status.UNIMPLEMENTED, `etcetera: ${what} is not supported yet`);
-  };
+/** etcd's types.NewURLs check ("given member URLs are invalid"); peers speak plain http here. */
+function checkPeerUrls(urls: readonly string[]): void {
+  if (urls.length === 0) throw Errors.memberBadURLs();
+  for (const u of urls) {
+    try {
+      peerUrlToAddress(u);
+    } catch {
+      throw Errors.memberBadURLs();
+    }
+  }
 }
 
 export function clusterService(s: V3Server): MemberHandlers<"etcdserverpb.Cluster"> {
@@ -29,9 +37,31 @@ export function clusterService(s: V3Server): MemberHandlers<"etcdserverpb.Cluste
         // etcd's cluster server header carries no revision.
         return { header: { ...header(s), revision: 0 }, members: members.map(memberPb) };
       }),
-    MemberAdd: notYet("MemberAdd"),
-    MemberRemove: notYet("MemberRemove"),
-    MemberUpdate: notYet("MemberUpdate"),
-    MemberPromote: notYet("MemberPromote"),
+    MemberAdd: (req) =>
+      guarded(async () => {
+        checkPeerUrls(req.peerURLs);
+        const { member, members } = await s.memberAdd(req.peerURLs, req.isLearner);
+        return {
+          header: header(s),
+          member: { ID: member.id, peerURLs: [...member.peerUrls], isLearner: member.isLearner },
+          members: members.map(memberPb),
+        };
+      }),
+    MemberRemove: (req) =>
+      guarded(async () => {
+        const members = await s.memberRemove(req.ID);
+        return { header: header(s), members: members.map(memberPb) };
+      }),
+    MemberUpdate: (req) =>
+      guarded(async () => {
+        checkPeerUrls(req.peerURLs);
+        const members = await s.memberUpdate(req.ID, req.peerURLs);
+        return { header: header(s), members: members.map(memberPb) };
+      }),
+    MemberPromote: (req) =>
+      guarded(async () => {
+        const members = await s.memberPromote(req.ID);
+        return { header: header(s), members: members.map(memberPb) };
+      }),
   };
 }

@@ -26,9 +26,11 @@ export enum FrameKind {
   SnapEnd = 7,
   /** Receiver → sender: snapshot delivered (or why not). */
   SnapAck = 8,
+  /** Listener → dialer of a "members" connection: the cluster id and its members (JSON). */
+  MembersInfo = 9,
 }
 
-const MAX_KIND = FrameKind.SnapAck;
+const MAX_KIND = FrameKind.MembersInfo;
 
 export class FrameError extends Error {
   constructor(message: string) {

@@ -22,6 +22,8 @@ import {
   decodeSnapEnd,
   encodeHelloOk,
   encodeHelloReject,
+  encodeMembersInfo,
+  type MembersInfo,
   encodeSnapAck,
   type Hello,
   PROTOCOL_VERSION,
@@ -31,6 +33,10 @@ import type { SnapshotSink, SnapshotSinkFactory } from "./snapshot_sink.js";
 
 export interface InboundHooks {
   isKnownPeer(id: NodeId): boolean;
+  /** The cluster removed `id` (its connections are refused with MemberRemoved so it stops). */
+  isRemovedPeer(id: NodeId): boolean;
+  /** The answer to a "members" connection (etcd's GET /members). */
+  membersInfo(): MembersInfo;
   /** A stream from `from` is established (the transport closes an older one from the same peer). */
   onStream(from: NodeId, socket: net.Socket): void;
   onMessages(from: NodeId, msgs: Message[]): void;
@@ -142,8 +148,17 @@ class InboundConnection {
       "remote-addr": `${this.socket.remoteAddress}:${this.socket.remotePort}`,
     };
     let reject: [RejectReason, string] | undefined;
+    if (h.version === PROTOCOL_VERSION && h.kind === ConnectionKind.Members) {
+      // Anyone may ask (a joining member knows no ids yet), as anyone may GET /members from etcd.
+      clearTimeout(this.handshakeTimer);
+      this.socket.end(encodeMembersInfo(this.hooks.membersInfo()));
+      this.socket.destroySoon();
+      return;
+    }
     if (h.version !== PROTOCOL_VERSION) {
       reject = [RejectReason.IncompatibleVersion, `incompatible peer protocol version ${h.version} (local ${PROTOCOL_VERSION})`];
+    } else if (h.clusterId === this.ctx.clusterId && this.hooks.isRemovedPeer(h.from)) {
+      reject = [RejectReason.MemberRemoved, "rejected stream from remote peer because it was removed"];
     } else if (h.clusterId !== this.ctx.clusterId) {
       reject = [RejectReason.ClusterIdMismatch, "request cluster ID mismatch"];
     } else if (h.to !== this.ctx.localId) {

@@ -14,7 +14,7 @@ import { encodedMessageBytes } from "./codec.js";
 import type { TransportContext } from "./context.js";
 import { dialPeer, HandshakeRejectedError } from "./dial.js";
 import { encodeMessages, messagesFrameBytes } from "./protocol.js";
-import { ConnectionKind } from "./protocol.js";
+import { ConnectionKind, RejectReason } from "./protocol.js";
 import { peerUrlToAddress } from "./url.js";
 
 type StreamState = "connecting" | "active" | "backoff" | "stopped";
@@ -34,6 +34,8 @@ export interface PeerStreamStats {
 export interface PeerStreamHooks {
   /** The stream became active or inactive (inactive also means: report unreachable). */
   onActiveChange(id: NodeId, active: boolean): void;
+  /** The peer refused us because the cluster removed this member (etcd's 410 Gone). */
+  onRemoved?(): void;
 }
 
 export class PeerStream {
@@ -48,6 +50,7 @@ export class PeerStream {
   private stallTimer: NodeJS.Timeout | undefined;
   private readonly dialAbort = new AbortController();
   private lastLoggedError = "";
+  private activeSinceMs: number | undefined;
   readonly stats: PeerStreamStats = { flushes: 0, framesSent: 0, messagesSent: 0, messagesDropped: 0 };
   private readonly peerLabel: string;
   private readonly localLabel: string;
@@ -68,6 +71,11 @@ export class PeerStream {
 
   isActive(): boolean {
     return this.state === "active";
+  }
+
+  /** When (performance.now() ms) the stream became active; undefined while it is not (etcd's ActiveSince). */
+  activeSince(): number | undefined {
+    return this.activeSinceMs;
   }
 
   peerUrls(): readonly string[] {
@@ -154,6 +162,7 @@ export class PeerStream {
     clearInterval(this.stallTimer);
     this.socket?.destroy();
     this.socket = undefined;
+    this.activeSinceMs = undefined;
     this.queue = [];
     this.queueSizes = [];
     this.queueBytes = 0;
@@ -175,6 +184,7 @@ export class PeerStream {
     }
     this.socket = socket;
     this.state = "active";
+    this.activeSinceMs = performance.now();
     this.backoffMs = this.ctx.limits.backoffInitialMs;
     this.lastLoggedError = "";
     socket.setKeepAlive(true, 5_000);
@@ -232,6 +242,7 @@ export class PeerStream {
     if (this.state === "stopped") return;
     this.ctx.metrics.sentFailures.inc({ To: this.peerLabel });
     this.logFailure(err, url);
+    if (err instanceof HandshakeRejectedError && err.reason === RejectReason.MemberRemoved) this.hooks.onRemoved?.();
     this.urlIndex++;
     this.scheduleReconnect();
   }

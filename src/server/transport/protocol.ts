@@ -4,6 +4,9 @@
  * A connection starts with the dialer's Hello; the listener answers HelloOk or HelloReject and
  * closes. After HelloOk a "stream" connection carries Messages frames from dialer to listener; a
  * "snapshot" connection carries one SnapBegin, SnapChunk*, SnapEnd and gets one SnapAck back.
+ * A "members" connection (etcd's GET /members on the peer port, used by a member joining with
+ * --initial-cluster-state=existing, which knows no cluster or member id yet) gets one MembersInfo
+ * instead of HelloOk, and is closed.
  * Each member dials its own connections to send, as etcd's rafthttp does (one stream per
  * direction), so a connection never needs to multiplex both directions of traffic.
  */
@@ -21,6 +24,7 @@ export enum ConnectionKind {
   Snapshot = 2,
   /** Answered with HelloOk and closed: the prober's round-trip measure (prober.ts). */
   Probe = 3,
+  Members = 4,
 }
 
 export interface Hello {
@@ -39,6 +43,8 @@ export enum RejectReason {
   UnknownPeer = 3,
   IncompatibleVersion = 4,
   Busy = 5,
+  /** The dialer was removed from the cluster (etcd answers 410 Gone): it must stop. */
+  MemberRemoved = 6,
 }
 
 export interface HelloReject {
@@ -98,7 +104,7 @@ export function decodeHello(payload: Buffer): Hello {
   if (r.u32() !== PROTOCOL_MAGIC) throw new CodecError("not an etcetera peer (bad magic)");
   const version = r.u16();
   const kind = r.u8();
-  if (kind !== ConnectionKind.Stream && kind !== ConnectionKind.Snapshot && kind !== ConnectionKind.Probe) throw new CodecError(`unknown connection kind ${kind}`);
+  if (kind !== ConnectionKind.Stream && kind !== ConnectionKind.Snapshot && kind !== ConnectionKind.Probe && kind !== ConnectionKind.Members) throw new CodecError(`unknown connection kind ${kind}`);
   const h: Hello = { version, kind, clusterId: r.u64(), from: r.u64(), to: r.u64(), clusterToken: readString(r) };
   expectEnd(r, "hello");
   return h;
@@ -128,6 +134,40 @@ export function decodeHelloReject(payload: Buffer): HelloReject {
   const reject = { reason: r.u8() as RejectReason, message: readString(r) };
   expectEnd(r, "hello-reject");
   return reject;
+}
+
+/** A member as GET /members answers it (etcd's membership.Member JSON, ids as numbers here). */
+export interface MembersInfoMember {
+  id: number;
+  name: string;
+  peerURLs: string[];
+  clientURLs: string[];
+  isLearner: boolean;
+}
+
+export interface MembersInfo {
+  clusterId: number;
+  members: MembersInfoMember[];
+}
+
+export function encodeMembersInfo(info: MembersInfo): Buffer {
+  const json = Buffer.from(JSON.stringify(info), "utf8");
+  return frameWith(FrameKind.MembersInfo, json.byteLength, (w) => w.raw(json));
+}
+
+export function decodeMembersInfo(payload: Buffer): MembersInfo {
+  let o: unknown;
+  try {
+    o = JSON.parse(payload.toString("utf8"));
+  } catch (e) {
+    throw new CodecError(`members info is not JSON: ${(e as Error).message}`);
+  }
+  const info = o as Partial<MembersInfo>;
+  if (typeof info.clusterId !== "number" || !Array.isArray(info.members)) throw new CodecError("malformed members info");
+  for (const m of info.members) {
+    if (typeof m.id !== "number" || !Array.isArray(m.peerURLs) || typeof m.isLearner !== "boolean") throw new CodecError("malformed member in members info");
+  }
+  return info as MembersInfo;
 }
 
 /** Bytes of a Messages frame (header included) for messages whose encoded sizes sum to `bytes`. */

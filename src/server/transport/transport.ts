@@ -24,6 +24,7 @@ import { Prober, rttHistogram } from "./prober.js";
 import { memorySnapshotBody, type SnapshotBody } from "./snapshot_body.js";
 import { type SnapshotSend, sendSnapshot } from "./snapshot_sender.js";
 import { memorySnapshotSink, type SnapshotSinkFactory } from "./snapshot_sink.js";
+import type { MembersInfo } from "./protocol.js";
 import { peerUrlToAddress, type TcpAddress } from "./url.js";
 
 export type { TransportLimits } from "./context.js";
@@ -47,6 +48,12 @@ export interface TransportOptions {
   onUnreachable(id: NodeId): void;
   /** A MsgSnap to `id` was delivered (failed=false) or not: etcd's ReportSnapshot/MsgSnapStatus. */
   onSnapshotStatus(id: NodeId, failed: boolean): void;
+  /** Members the cluster removed: their connections are refused so they stop. */
+  isRemovedPeer?(id: NodeId): boolean;
+  /** The answer to a joining member's "members" connection (etcd's GET /members). */
+  membersInfo?(): MembersInfo;
+  /** A peer refused this member because the cluster removed it. */
+  onRemoved?(): void;
   /** Optional: the outgoing stream to `id` became active or inactive. */
   onPeerActive?(id: NodeId, active: boolean): void;
   logger: Logger;
@@ -166,6 +173,9 @@ export class Transport {
     if (this.stopped) return;
     const stream = new PeerStream(id, urls, this.ctx, {
       onActiveChange: (peerId, active) => this.onActiveChange(peerId, active),
+      onRemoved: () => {
+        if (!this.stopped) this.options.onRemoved?.();
+      },
     });
     this.peers.set(id, stream);
     this.ctx.logger.info({ "remote-peer-id": formatId(id), "remote-peer-urls": urls }, "added remote peer");
@@ -190,9 +200,19 @@ export class Transport {
     this.ctx.logger.info({ "remote-peer-id": formatId(id), "remote-peer-urls": urls }, "updated remote peer");
   }
 
+  /** The peer URLs the stream to `id` dials (undefined for an unknown peer). */
+  peerUrls(id: NodeId): readonly string[] | undefined {
+    return this.peers.get(id)?.peerUrls();
+  }
+
   /** True while the outgoing stream to `id` is established. */
   isActive(id: NodeId): boolean {
     return this.peers.get(id)?.isActive() ?? false;
+  }
+
+  /** Since when (performance.now() ms) the stream to `id` is active; undefined when it is not. */
+  activeSince(id: NodeId): number | undefined {
+    return this.peers.get(id)?.activeSince();
   }
 
   /** Counters of the outgoing stream to `id` (undefined for an unknown peer). */
@@ -226,6 +246,8 @@ export class Transport {
     socket.once("close", () => this.inboundSockets.delete(socket));
     serveInbound(this.ctx, socket, {
       isKnownPeer: (id) => this.peers.has(id),
+      isRemovedPeer: (id) => this.options.isRemovedPeer?.(id) ?? false,
+      membersInfo: () => this.options.membersInfo?.() ?? { clusterId: this.ctx.clusterId, members: [] },
       onStream: (from, s) => {
         const old = this.inboundStreams.get(from);
         if (old !== undefined && old !== s) old.destroy();
