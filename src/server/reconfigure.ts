@@ -12,8 +12,9 @@ import type { ApplyOutcome } from "./apply.js";
 import { encodeConfChangeContext } from "./conf_change_context.js";
 import { Errors } from "./errors.js";
 import type { Logger } from "./logger.js";
-import { computeMemberId, formatId, type Member } from "./member.js";
+import { computeMemberId, formatId, ID_BITS, type Member } from "./member.js";
 import type { Membership } from "./membership.js";
+import { peerUrlToAddress } from "./transport/url.js";
 
 /** etcd's HealthInterval: a peer counts as connected only if connected at least this long. */
 export const HEALTH_INTERVAL_MS = 5000;
@@ -55,18 +56,25 @@ export class Reconfigure {
 
   /** etcd's RemoveMember. */
   async removeMember(id: NodeId): Promise<Member[]> {
+    requireMemberId(id);
     this.mayRemoveMember(id);
     return this.configure(ConfChangeType.RemoveNode, this.o.membership.get(id) ?? placeholder(id), false);
   }
 
   /** etcd's UpdateMember (peer URLs only). */
   async updateMember(id: NodeId, peerUrls: readonly string[]): Promise<Member[]> {
-    const existing = this.o.membership.get(id) ?? placeholder(id);
+    requireMemberId(id);
+    // etcd checks neither here (an unknown member is refused where the change applies); its peer
+    // URLs are checked too, for a member whose peers cannot dial it is a member lost.
+    const existing = this.o.membership.get(id);
+    if (existing === undefined) throw Errors.memberNotFound();
+    checkPeerUrls(peerUrls);
     return this.configure(ConfChangeType.UpdateNode, { ...existing, peerUrls: [...peerUrls] }, false);
   }
 
   /** etcd's PromoteMember: only the leader knows whether the learner is in sync; a follower forwards. */
   async promoteMember(id: NodeId): Promise<Member[]> {
+    requireMemberId(id);
     const progress = this.o.progress();
     if (progress === undefined) return this.o.forwardPromote(id);
     this.mayPromoteMember(id, progress);
@@ -143,6 +151,23 @@ export class Reconfigure {
   private connectedToAllSince(sinceMs: number, members: readonly Member[]): boolean {
     return this.connectedSince(sinceMs, members) === members.length;
   }
+}
+
+/** etcd's types.NewURLs check ("given member URLs are invalid"); peers speak plain http here. */
+export function checkPeerUrls(urls: readonly string[]): void {
+  if (urls.length === 0) throw Errors.memberBadURLs();
+  for (const u of urls) {
+    try {
+      peerUrlToAddress(u);
+    } catch {
+      throw Errors.memberBadURLs();
+    }
+  }
+}
+
+/** An id no member can have (0, or past etcetera's 52-bit ids) names no member: etcd's answer for an unknown one. */
+function requireMemberId(id: NodeId): void {
+  if (!Number.isSafeInteger(id) || id <= 0 || id >= 2 ** ID_BITS) throw Errors.memberNotFound();
 }
 
 /** The record of a member the membership does not know (the change is refused where applied). */

@@ -267,7 +267,7 @@ export class RpcGen {
         () =>
           unary("cluster", "MemberAdd", {
             // Never a valid new voting member: that would cost a one-member cluster its quorum.
-            peerURLs: r.pick([[], ["not a url"], ["unix:///tmp/x"], ["http://127.0.0.1"], ["http://:2380"], [""]]),
+            peerURLs: r.pick([[], ["not a url"], ["unix:///tmp/x"], ["http://127.0.0.1"], ["http://127.0.0.1:2380/path"], [""]]),
             isLearner: r.bool(),
           }),
       ],

@@ -5,27 +5,14 @@
  */
 import type { MemberHandlers } from "../../grpc/index.js";
 import type { MemberInit } from "../../pb/member-types.js";
-import { Errors } from "../errors.js";
 import type { Member } from "../member.js";
-import { peerUrlToAddress } from "../transport/url.js";
+import { checkPeerUrls } from "../reconfigure.js";
 import type { V3Server } from "../v3_server.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 
 export function memberPb(m: Member): MemberInit {
   return { ID: m.id, name: m.name, peerURLs: [...m.peerUrls], clientURLs: [...m.clientUrls], isLearner: m.isLearner };
-}
-
-/** etcd's types.NewURLs check ("given member URLs are invalid"); peers speak plain http here. */
-function checkPeerUrls(urls: readonly string[]): void {
-  if (urls.length === 0) throw Errors.memberBadURLs();
-  for (const u of urls) {
-    try {
-      peerUrlToAddress(u);
-    } catch {
-      throw Errors.memberBadURLs();
-    }
-  }
 }
 
 export function clusterService(s: V3Server): MemberHandlers<"etcdserverpb.Cluster"> {
@@ -54,7 +41,6 @@ export function clusterService(s: V3Server): MemberHandlers<"etcdserverpb.Cluste
       }),
     MemberUpdate: (req) =>
       guarded(async () => {
-        checkPeerUrls(req.peerURLs);
         const members = await s.memberUpdate(req.ID, req.peerURLs);
         return { header: header(s), members: members.map(memberPb) };
       }),
