@@ -3,7 +3,7 @@
  * messages carried between JSON and the member's codecs for one method.
  */
 
-import type { CallContext, HttpRequest, Metadata, RegisteredMethod } from "../grpc/index.js";
+import type { CallContext, CallObserver, HttpRequest, Metadata, RegisteredMethod, Status } from "../grpc/index.js";
 import { messageTooLarge } from "../grpc/framing.js";
 import { RecordMetadata } from "../grpc/metadata.js";
 import type { JsonValue } from "./go_json.js";
@@ -47,18 +47,41 @@ export function gatewayContext(method: string, request: HttpRequest): CallContex
 }
 
 /** Carries messages between JSON and the member's codecs for one method. */
+/**
+ * One gateway call's messages, and its events for the gRPC metrics: etcd's gateway is a gRPC
+ * client of its own member, so its calls count in grpc_server_* as any other call does.
+ */
 export class MessageBridge {
+  private startedAtMs = 0;
+  private done = false;
+
   constructor(
     readonly registered: RegisteredMethod,
     private readonly mapping: JsonMapping,
     private readonly maxReceiveMessageBytes: number,
+    private readonly observer: CallObserver | undefined,
   ) {}
+
+  /** The call begins (once its request is known to parse, as the gateway's gRPC call would). */
+  started(): void {
+    if (this.observer === undefined) return;
+    this.startedAtMs = performance.now();
+    this.observer.started(this.registered.descriptor, undefined);
+  }
+
+  /** The call ended with `code` (idempotent: the first end counts). */
+  handled(code: Status): void {
+    if (this.done) return;
+    this.done = true;
+    this.observer?.handled(this.registered.descriptor, code, (performance.now() - this.startedAtMs) / 1000);
+  }
 
   /** A request from its JSON form (already parsed), as the gRPC server would decode it. */
   request(json: Record<string, unknown>): unknown {
     const codec = this.registered.descriptor.request;
     const wire = codec.encode(json);
     if (wire.length > this.maxReceiveMessageBytes) throw messageTooLarge(wire.length, this.maxReceiveMessageBytes);
+    this.observer?.received(this.registered.descriptor, wire.length);
     return codec.decode(wire);
   }
 
@@ -74,7 +97,8 @@ export class MessageBridge {
   /** A response as JSON text, after the trip through the wire codec. */
   response(message: unknown): string {
     const codec = this.registered.descriptor.response;
-    const decoded = codec.decode(codec.encode(message)) as object;
-    return this.mapping.stringify(codec.typeName, decoded);
+    const wire = codec.encode(message);
+    this.observer?.sent(this.registered.descriptor, wire.length);
+    return this.mapping.stringify(codec.typeName, codec.decode(wire) as object);
   }
 }

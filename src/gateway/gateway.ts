@@ -11,7 +11,7 @@
  * absent, an empty one is `{}`).
  */
 
-import { GrpcError, type HttpHandler, type RegisteredMethod, Status, toGrpcError, type UnaryHandler } from "../grpc/index.js";
+import { type CallObserver, GrpcError, type HttpHandler, type RegisteredMethod, Status, toGrpcError, type UnaryHandler } from "../grpc/index.js";
 import { messageTooLarge } from "../grpc/framing.js";
 import { gatewayContext, MessageBridge } from "./bridge.js";
 import { type JsonMapping, JsonMappingError } from "./json_mapping.js";
@@ -23,6 +23,8 @@ import { serveStream } from "./streams.js";
 export interface MethodTable {
   method(path: string): RegisteredMethod | GrpcError;
   readonly maxReceiveMessageBytes: number;
+  /** The gRPC metrics of the port's calls; gateway calls count there too. */
+  readonly observer: CallObserver | undefined;
 }
 
 export interface GatewayOptions {
@@ -43,7 +45,7 @@ export function jsonGateway(o: GatewayOptions): HttpHandler {
     if (grpcPath === undefined) return plain(404, "Not Found");
     if (request.method !== "POST") return plain(405, "Method Not Allowed");
     const registered = o.methods.method(grpcPath);
-    const bridge = registered instanceof GrpcError ? undefined : new MessageBridge(registered, o.mapping, o.methods.maxReceiveMessageBytes);
+    const bridge = registered instanceof GrpcError ? undefined : new MessageBridge(registered, o.mapping, o.methods.maxReceiveMessageBytes, o.methods.observer);
     if (bridge !== undefined && bridge.registered.kind === "bidi") return serveStream(bridge, request, gatewayContext(grpcPath, request));
 
     let body: Buffer;
@@ -63,13 +65,18 @@ export function jsonGateway(o: GatewayOptions): HttpHandler {
     }
     const ctx = gatewayContext(grpcPath, request);
     if (bridge.registered.kind === "serverStream") return serveStream(bridge, request, ctx, json);
+    bridge.started();
     try {
       const message = bridge.request(json);
       const handler = bridge.registered.handler as UnaryHandler<unknown, unknown>;
       const response = await handler(message, ctx);
-      return jsonResponse(200, METADATA_HEADERS, bridge.response(response));
+      const answer = jsonResponse(200, METADATA_HEADERS, bridge.response(response));
+      bridge.handled(Status.OK);
+      return answer;
     } catch (e) {
-      return callErrorResponse(toGrpcError(e));
+      const error = toGrpcError(e);
+      bridge.handled(error.code);
+      return callErrorResponse(error);
     }
   };
 }

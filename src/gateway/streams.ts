@@ -39,6 +39,7 @@ class ChunkedResponse {
   private done = false;
   private results = 0;
   private failure: GrpcError | undefined;
+  private abandoned = false;
   /** Resolves when the head can go out: the first chunk, or the end of the call. */
   readonly started: Promise<void>;
   private start!: () => void;
@@ -85,7 +86,13 @@ class ChunkedResponse {
   /** The client went away: nothing more is written. */
   abandon(): void {
     this.chunks.length = 0;
+    this.abandoned = true;
     this.end();
+  }
+
+  /** The status the call ended with: its failure's, CANCELLED if the client went away, else OK. */
+  code(): Status {
+    return this.failure?.code ?? (this.abandoned ? Status.CANCELLED : Status.OK);
   }
 
   private push(chunk: string): void {
@@ -295,7 +302,11 @@ export async function serveStream(
       return requestErrorResponse(Status.UNKNOWN, (e as Error).message);
     }
   }
-  const call = new GatewayStreamCall(bridge, reader?.controls ?? { pause() {}, resume() {} }, () => call.requests.end());
+  bridge.started();
+  const call = new GatewayStreamCall(bridge, reader?.controls ?? { pause() {}, resume() {} }, () => {
+    call.requests.end();
+    bridge.handled(call.response.code());
+  });
   const onAbort = (): void => {
     call.requests.destroy(new GrpcError(Status.CANCELLED, "context canceled"));
     call.response.abandon();

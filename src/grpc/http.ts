@@ -182,7 +182,9 @@ export function serveHttp2(stream: ServerHttp2Stream, headers: IncomingHttpHeade
   const exchange: HttpExchange = {
     source: stream,
     writeHead: (status, responseHeaders) => {
-      if (!stream.destroyed) stream.respond({ ":status": status, ...responseHeaders });
+      // No trailers follow on HTTP/2 here (see end), so none are announced.
+      const { trailer: _announced, ...headers } = responseHeaders;
+      if (!stream.destroyed) stream.respond({ ":status": status, ...headers });
     },
     write: (chunk) => {
       if (stream.destroyed) return Promise.resolve();

@@ -171,3 +171,24 @@ describe("errors over the JSON gateway", () => {
     }
   });
 });
+
+describe("gateway calls in the gRPC metrics", () => {
+  /** grpc_server_handled_total of KV.Range with `code`, whatever the label order. */
+  async function handled(code: string): Promise<number> {
+    const text = (await request(ep, "/metrics", "", { method: "GET" })).body;
+    for (const line of text.split("\n")) {
+      if (!line.startsWith("grpc_server_handled_total{")) continue;
+      if (line.includes('grpc_method="Range"') && line.includes('grpc_service="etcdserverpb.KV"') && line.includes(`grpc_code="${code}"`)) {
+        return Number(line.slice(line.lastIndexOf(" ") + 1));
+      }
+    }
+    return 0;
+  }
+
+  it("count as gRPC calls, as etcd's gateway (a gRPC client of its member) makes them count", async () => {
+    const [ok0, bad0] = [await handled("OK"), await handled("InvalidArgument")];
+    for (let i = 0; i < 3; i++) expect((await post(ep, "/v3/kv/range", { key: b64("a") })).status).toBe(200);
+    expect((await post(ep, "/v3/kv/range", {})).status).toBe(400);
+    expect([(await handled("OK")) - ok0, (await handled("InvalidArgument")) - bad0]).toEqual([3, 1]);
+  });
+});
