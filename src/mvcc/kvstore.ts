@@ -37,6 +37,14 @@ import { lastOfMain, revMain } from './revision.js';
 import { keyFromString, keyToString, TreeIndex } from './tree_index.js';
 import { checkKvOp } from './txn_check.js';
 import { OpCounters } from './op_counters.js';
+import type { CompactionStats } from './kvstore_compaction.js';
+
+/** Durations the store reports for metrics (etcd's mvcc hash and compaction histograms). */
+export interface KvTimings {
+  compaction: CompactionStats;
+  hashSeconds(s: number): void;
+  hashRevSeconds(s: number): void;
+}
 import {
   type CompactionRequest,
   type DeleteRangeRequest,
@@ -108,6 +116,8 @@ export class KvStore implements StoreCore {
   readonly index = new TreeIndex();
   /** Requests served and applied, by kind (etcd_mvcc_*_total; read at scrape time). */
   readonly ops = new OpCounters();
+  /** Where compactions and hashes report their durations (set by metrics.ts; none in unit tests). */
+  timings: KvTimings | undefined;
   /** The kv and meta tables (the same object across snapshot restores). */
   readonly backend: KvBackend;
   private readonly shared: Backend;
@@ -433,7 +443,7 @@ export class KvStore implements StoreCore {
       isOpen: () => !this.closed && epoch === this.epoch,
       mayRun: () => this.hashing === 0 && !this.readsBelow(rev),
     };
-    const opts = { batchKeys: this.opts.compactionBatchKeys ?? 1000, sleepMs: this.opts.compactionSleepMs ?? 10 };
+    const opts = { batchKeys: this.opts.compactionBatchKeys ?? 1000, sleepMs: this.opts.compactionSleepMs ?? 10, stats: this.timings?.compaction };
     const job = this.compactionChain.then(() => runCompaction(target, rev, opts));
     // Later compactions still run after a failed one; the failure surfaces through `job`.
     this.compactionChain = job.catch(() => undefined);
@@ -461,6 +471,15 @@ export class KvStore implements StoreCore {
 
   /** etcd HashKV(rev): rev 0 means the current revision. */
   hashKV(rev = 0): HashKvResult {
+    const startMs = performance.now();
+    try {
+      return this.hashKVNow(rev);
+    } finally {
+      this.timings?.hashRevSeconds((performance.now() - startMs) / 1000);
+    }
+  }
+
+  private hashKVNow(rev: number): HashKvResult {
     this.assertOpen();
     const compactRev = this.compactMainRev;
     if (rev > 0 && rev <= compactRev) throw new ErrCompacted();
@@ -480,6 +499,15 @@ export class KvStore implements StoreCore {
    * delete rows the hash still has to read; new writes are above `rev`.
    */
   async hashKVAsync(rev = 0, chunkRows = 10_000): Promise<HashKvResult> {
+    const startMs = performance.now();
+    try {
+      return await this.hashKVSliced(rev, chunkRows);
+    } finally {
+      this.timings?.hashRevSeconds((performance.now() - startMs) / 1000);
+    }
+  }
+
+  private async hashKVSliced(rev: number, chunkRows: number): Promise<HashKvResult> {
     this.assertOpen();
     const compactRev = this.compactMainRev;
     if (rev > 0 && rev <= compactRev) throw new ErrCompacted();
@@ -510,7 +538,10 @@ export class KvStore implements StoreCore {
   /** etcd Hash: the whole backend (every table) except apply-position bookkeeping. */
   hash(): { hash: number; revision: number } {
     this.assertOpen();
-    return { hash: hashBackend(this.backend.handle), revision: this.currentRev };
+    const startMs = performance.now();
+    const hash = hashBackend(this.backend.handle);
+    this.timings?.hashSeconds((performance.now() - startMs) / 1000);
+    return { hash, revision: this.currentRev };
   }
 
   /** Writes the backend as one SQLite file (online backup); applies may continue meanwhile. */

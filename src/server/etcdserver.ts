@@ -59,6 +59,8 @@ import { V3Api } from "./v3_api.js";
 import type { V3Server } from "./v3_server.js";
 import { WaitTime } from "./wait_time.js";
 
+/** etcd's warnApplyDuration (100 ms). */
+const SLOW_APPLY_MS = 100;
 /** How often proposals past their deadline are failed. */
 const DEADLINE_SWEEP_MS = 100;
 
@@ -264,6 +266,7 @@ export class EtcdServer {
       wake,
       waitApplied: (index) => this.applyWait.wait(index),
       failed: counters.readIndexesFailed,
+      slow: counters.slowReadIndexes,
     });
     const applier = new Applier({
       kv: this.kv,
@@ -281,7 +284,13 @@ export class EtcdServer {
       storage,
       send: (msgs) => this.transport.send(msgs),
       sendSnapshot: (m, body) => this.transport.sendSnapshot(m, body),
-      apply: (e) => applier.apply(e),
+      apply: (e) => {
+        const startMs = performance.now();
+        const applied = applier.apply(e);
+        // etcd's warnApplyDuration: an entry whose apply takes longer counts as a slow apply.
+        if (performance.now() - startMs > SLOW_APPLY_MS) counters.slowApply.inc();
+        return applied;
+      },
       proposals: this.proposals,
       readIndex: this.readIndex,
       applyWait: this.applyWait,

@@ -33,6 +33,8 @@ export interface ServerCounters {
   healthSuccess: Counter;
   healthFailures: Counter;
   leaseExpired: Counter;
+  slowApply: Counter;
+  slowReadIndexes: Counter;
 }
 
 function labelGauge(registry: Registry, name: string, help: string, label: string, value: string): void {
@@ -61,6 +63,12 @@ export function registerServerMetrics(registry: Registry, src: ServerMetricsSour
     readIndexesFailed: new Counter({ name: "etcd_server_read_indexes_failed_total", help: "The total number of failed read indexes seen.", registers: [registry] }),
     healthSuccess: new Counter({ name: "etcd_server_health_success", help: "The total number of successful health checks", registers: [registry] }),
     healthFailures: new Counter({ name: "etcd_server_health_failures", help: "The total number of failed health checks", registers: [registry] }),
+    slowApply: new Counter({ name: "etcd_server_slow_apply_total", help: "The total number of slow apply requests (likely overloaded from slow disk).", registers: [registry] }),
+    slowReadIndexes: new Counter({
+      name: "etcd_server_slow_read_indexes_total",
+      help: "The total number of pending read indexes not in sync with leader's or timed out read index requests.",
+      registers: [registry],
+    }),
     leaseExpired: new Counter({ name: "etcd_debugging_server_lease_expired_total", help: "The total number of expired leases.", registers: [registry] }),
   };
 }

@@ -29,6 +29,8 @@ export interface ReadIndexOptions {
   waitApplied(index: number): Promise<void>;
   /** etcd_server_read_indexes_failed_total. */
   failed: { inc(): void };
+  /** etcd_server_slow_read_indexes_total: a round not answered within READ_INDEX_RETRY_MS, asked again. */
+  slow?: { inc(): void };
   /** Bound on waiting reads (default MAX_PENDING_READS). */
   maxPending?: number;
 }
@@ -95,7 +97,10 @@ export class ReadIndex {
     const round: Round = {
       ctxKey: ctx.toString("hex"),
       waiters,
-      retry: setInterval(() => this.request(ctx), READ_INDEX_RETRY_MS),
+      retry: setInterval(() => {
+        this.o.slow?.inc();
+        this.request(ctx);
+      }, READ_INDEX_RETRY_MS),
       deadline: setTimeout(() => this.finish(round, Errors.timeout()), this.o.requestTimeoutMs),
     };
     this.round = round;

@@ -21,10 +21,6 @@ const ETCD_ONLY: Record<string, string> = {
   etcd_debugging_disk_backend_commit_rebalance_duration_seconds: "bbolt's commit phases; a SQLite commit has no rebalance/spill/write split",
   etcd_debugging_disk_backend_commit_spill_duration_seconds: "bbolt's commit phases (as above)",
   etcd_debugging_disk_backend_commit_write_duration_seconds: "bbolt's commit phases (as above)",
-  etcd_debugging_mvcc_db_compaction_keys_total: "not yet counted: compaction is staged differently (kvstore_compaction.ts)",
-  etcd_debugging_mvcc_db_compaction_pause_duration_milliseconds: "not yet measured (as above)",
-  etcd_debugging_mvcc_db_compaction_total_duration_milliseconds: "not yet measured (as above)",
-  etcd_debugging_mvcc_index_compaction_pause_duration_milliseconds: "not yet measured (as above)",
   etcd_debugging_mvcc_keys_total: "the tree index counts keys with history, not live keys (etcetera_mvcc_index_keys shows that)",
   etcd_debugging_store_expires_total: "etcd's v2 store: etcetera serves only the v3 API",
   etcd_debugging_store_reads_total: "v2 store (as above)",
@@ -37,12 +33,8 @@ const ETCD_ONLY: Record<string, string> = {
   etcd_grpc_proxy_events_coalescing_total: "gRPC proxy (as above)",
   etcd_grpc_proxy_watchers_coalescing_total: "gRPC proxy (as above)",
   etcd_mvcc_db_open_read_transactions: "bbolt read transactions; SQLite reads are not long-lived transactions here",
-  etcd_mvcc_hash_duration_seconds: "not yet measured",
-  etcd_mvcc_hash_rev_duration_seconds: "not yet measured",
   etcd_server_heartbeat_send_failures_total: "not yet counted (etcd: the raft loop late for a heartbeat)",
-  etcd_server_learner_promote_successes: "etcetera has no learners yet",
-  etcd_server_slow_apply_total: "not yet counted",
-  etcd_server_slow_read_indexes_total: "not yet counted",
+  etcd_server_learner_promote_successes: "MemberPromote is not served yet (cluster operations work)",
 };
 
 /** Families only one side shows, and why. */
