@@ -210,6 +210,18 @@ export const BEHAVIOUR_DEVIATIONS: Readonly<Record<string, BehaviourDeviation>> 
     ours: "every entry of the survivor's log is kept and committed with the appended removals: all acknowledged writes the survivor holds are kept",
     why: "issue 15 asks that force-new-cluster keep every acknowledged write; the discarded tail came from a legitimate leader and may hold writes it acknowledged (the test checks all of them on etcetera, all but the last 10 on etcd)",
   },
+  "initial-corrupt-check-compares-peers": {
+    where: "test/e2e/corruption.test.ts",
+    etcd: "a member restarted with --experimental-initial-corrupt-check on a backend changed on disk logs 'initial corruption checking passed; no corruption' within 1 ms and serves (no peer hash fetched, nothing logged about peers); the leader's periodic check then raises CORRUPT",
+    ours: "the member fetches every peer's HashKV at its revision (Maintenance.HashKV on their client URLs), finds the different hash and refuses to start: '<id> found data inconsistency with peers'",
+    why: "issue 15 asks the initial check to refuse a corrupted member's start, which is what etcd's corrupt.go means to do; 3.4.23 did not compare with any peer in this setup",
+  },
+  "corrupt-alarm-member-id": {
+    where: "test/e2e/corruption.test.ts",
+    etcd: "the leader's periodic check raises CORRUPT for member 0 ('alarm raised ... from 0'; alarm list: memberID:0 alarm:CORRUPT): the peer HashKV answer it reads carries no member id",
+    ours: "the alarm names the member whose hash differs (memberID:<victim> alarm:CORRUPT)",
+    why: "the alarm is meant to name the corrupted member (corrupt.go's mismatch(id) with the follower's id); writes are refused either way",
+  },
   "peer-port-garbage-closed": {
     where: "test/fuzz/ports.test.ts",
     etcd: "keeps or drops garbage peer connections as its HTTP server does; keeps its leader and term (checked)",

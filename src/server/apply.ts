@@ -64,6 +64,11 @@ export class Applier {
 
   private dispatch(e: Entry, req: InternalRaftRequest): ApplyOutcome | undefined {
     const { kv } = this.o;
+    // etcd's applierV3Corrupt: with a CORRUPT alarm raised, kv and lease requests are refused.
+    if (this.o.alarms.has(AlarmType.CORRUPT) && (req.put || req.txn || req.deleteRange || req.range || req.compaction || req.leaseGrant || req.leaseRevoke)) {
+      if (!kv.markApplied(e.index, e.term)) return undefined;
+      return { revision: kv.currentRevision(), error: Errors.corrupt() };
+    }
     if (req.put || req.txn || req.deleteRange || req.range || req.compaction) {
       if (this.o.alarms.has(AlarmType.NOSPACE) && (req.put || (req.txn && txnHasPut(req.txn)))) {
         if (!kv.markApplied(e.index, e.term)) return undefined;

@@ -32,6 +32,7 @@ import { Alarms } from "./alarms.js";
 import { Applier } from "./apply.js";
 import { memberCompactable, newCompactor, type Compactor } from "./compactor/index.js";
 import { ETCD_API_VERSION, type ServerConfig } from "./config.js";
+import { CorruptionCheck } from "./corrupt/corruption.js";
 import { forceNewCluster } from "./force_new_cluster.js";
 import { IdGenerator } from "./id_gen.js";
 import { LeaseCheckpoints } from "./lease_checkpoints.js";
@@ -113,6 +114,7 @@ export class EtcdServer {
   private snapshots!: Snapshots;
   private leaseExpiry!: LeaseExpiry;
   private leaseCheckpoints!: LeaseCheckpoints;
+  private corruption!: CorruptionCheck;
   private api!: V3Api;
   /** --auto-compaction-*: runs paused, resumed while this member leads. */
   private compactor: Compactor | undefined;
@@ -335,6 +337,20 @@ export class EtcdServer {
       logger: this.logger,
     });
 
+    this.corruption = new CorruptionCheck({
+      memberId: this.memberId,
+      hashKV: () => this.kv.hashKVAsync(0),
+      peers: () => this.membership.list().filter((m) => m.id !== this.memberId),
+      isLeader: () => this.isLeader(),
+      readBarrier: () => this.readIndex.notify(),
+      raiseAlarm: async (alarm) => {
+        const r = await this.proposals.propose({ alarm });
+        if (r.error) throw r.error;
+      },
+      requestTimeoutMs: this.requestTimeoutMs,
+      logger: this.logger,
+    });
+
     this.api = new V3Api({
       memberId: this.memberId,
       clusterId: this.clusterId,
@@ -400,6 +416,7 @@ export class EtcdServer {
     }, c.heartbeatMs);
     this.leaseExpiry.start();
     this.leaseCheckpoints.start();
+    this.corruption.start(c.ops.corruptCheckTimeMs);
     this.startAutoCompaction();
     this.deadlineTimer = setInterval(() => this.proposals.sweep(), DEADLINE_SWEEP_MS);
     this.loop.schedule();
@@ -436,6 +453,11 @@ export class EtcdServer {
   private onMembershipChange(): void {
     this.syncPeers();
     if (this.membership.isRemoved(this.memberId)) this.removed("this member's removal was applied");
+  }
+
+  /** --experimental-initial-corrupt-check: before serving clients; throws on a mismatch with a peer. */
+  async checkInitialHashKV(): Promise<void> {
+    if (this.config.ops.initialCorruptCheck) await this.corruption.initialCheck();
   }
 
   private syncPeers(): void {
@@ -511,6 +533,7 @@ export class EtcdServer {
     this.compactor?.stop();
     this.leaseExpiry.stop();
     this.leaseCheckpoints.stop();
+    this.corruption.stop();
     clearInterval(this.deadlineTimer);
     this.proposals.stop();
     this.readIndex.stop();

@@ -86,6 +86,7 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
   // A removed member exits 0 once stopped, as etcd's process does.
   const onRemoved = (reason: string) => void stop(reason);
   const server = await EtcdServer.start({ config, logger, registry, onFatal: fatal, testBugs, onRemoved });
+  await server.checkInitialHashKV();
   // Gauges read at scrape time: server.kv and server.watchable are the same objects for the member's life.
   registerMvccMetrics(registry, server.kv, server.watchable);
   logger.info({ memberId: formatId(server.memberId), clusterId: formatId(server.clusterId) }, "member started");
