@@ -14,6 +14,7 @@
  * each Ready is persisted (one fdatasync), its messages sent, its committed entries applied →
  * the applier wakes the handler waiting on the request id.
  */
+import { peerTransportTls } from "./tls/peer_tls.js";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -404,6 +405,7 @@ export class EtcdServer {
       }),
       onRemoved: () => this.removed("a peer refused this member: it was removed from the cluster"),
       logger: componentLogger(this.rootLogger, "rafthttp"),
+      tls: peerTransportTls(c.tls.peer, c.dataDir, c.listenPeerUrls),
       registry,
       snapshotSink: (from, m, totalBytes) => this.snapshots.receive(from, m, totalBytes),
     });

@@ -13,6 +13,7 @@ import type { ServerConfig } from "./config.js";
 import type { Logger } from "./logger.js";
 import { formatId, initialClusterInfo, type Member } from "./member.js";
 import { fetchMembers } from "./transport/members_fetch.js";
+import { peerTransportTls } from "./tls/peer_tls.js";
 import type { MembersInfo } from "./transport/protocol.js";
 
 export interface Identity {
@@ -22,7 +23,8 @@ export interface Identity {
   members: readonly Member[];
 }
 
-type JoinConfig = Pick<ServerConfig, "name" | "initialCluster" | "initialClusterToken" | "advertiseClientUrls" | "electionMs">;
+type JoinConfig = Pick<ServerConfig, "name" | "initialCluster" | "initialClusterToken" | "advertiseClientUrls" | "electionMs"> &
+  Partial<Pick<ServerConfig, "tls" | "dataDir" | "listenPeerUrls">>;
 
 /** How long one peer may take to answer (etcd's per-URL timeout is the request timeout). */
 const FETCH_TIMEOUT_MS = 2000;
@@ -33,10 +35,12 @@ function remotePeerUrls(config: JoinConfig): string[] {
 }
 
 /** etcd's GetClusterFromRemotePeers: the first peer that answers. */
-async function clusterFromRemotePeers(urls: readonly string[], logger: Logger): Promise<MembersInfo | undefined> {
+async function clusterFromRemotePeers(urls: readonly string[], logger: Logger, config: JoinConfig): Promise<MembersInfo | undefined> {
+  // https:// peers are asked with this member's peer TLS (src/server/tls/peer_tls.ts).
+  const tls = config.tls === undefined ? undefined : peerTransportTls(config.tls.peer, config.dataDir ?? "", config.listenPeerUrls ?? []);
   for (const url of urls) {
     try {
-      const info = await fetchMembers(url, FETCH_TIMEOUT_MS);
+      const info = await fetchMembers(url, FETCH_TIMEOUT_MS, tls);
       if (info.members.length > 0) return info;
     } catch (err) {
       logger.warn({ "remote-peer-url": url, error: String(err) }, "failed to get cluster response");
@@ -55,7 +59,7 @@ function samePeerUrls(a: readonly string[], b: readonly string[]): boolean {
 
 /** --initial-cluster-state=existing without a WAL: join the running cluster the peers describe. */
 export async function joinExistingCluster(config: JoinConfig, logger: Logger): Promise<Identity> {
-  const info = await clusterFromRemotePeers(remotePeerUrls(config), logger);
+  const info = await clusterFromRemotePeers(remotePeerUrls(config), logger, config);
   if (info === undefined) throw new Error("cannot fetch cluster info from peer urls: could not retrieve cluster information from the given URLs");
   const existing = membersOf(info);
   // etcd's ValidateClusterAndAssignIDs: the same members, matched by peer URLs.
@@ -80,7 +84,7 @@ export async function bootstrapNewMember(config: JoinConfig, logger: Logger): Pr
   const info = initialClusterInfo(config);
   const urls = remotePeerUrls(config);
   if (urls.length > 0) {
-    const remote = await clusterFromRemotePeers(urls, logger);
+    const remote = await clusterFromRemotePeers(urls, logger, config);
     // etcd's isMemberBootstrapped: the running cluster has this member, with client URLs published.
     const me = remote?.members.find((m) => m.id === info.local.id);
     if (remote?.clusterId === info.clusterId && me !== undefined && me.clientURLs.length > 0) {

@@ -50,3 +50,35 @@ export async function singleMemberArgs(dataDir: string, clientScheme = "http", p
     ],
   };
 }
+
+export interface TlsClusterMember {
+  readonly name: string;
+  readonly clientPort: number;
+  readonly peerPort: number;
+  readonly dataDir: string;
+  /** The member's flags, without its TLS flags (the test adds those per member). */
+  readonly args: string[];
+}
+
+/** Flags of an `n`-member cluster on free ports: https:// peer URLs, http:// client URLs. */
+export async function peerTlsCluster(dir: string, n: number, token: string): Promise<TlsClusterMember[]> {
+  const specs: { name: string; clientPort: number; peerPort: number }[] = [];
+  for (let i = 1; i <= n; i++) specs.push({ name: `n${i}`, clientPort: await reservePort(), peerPort: await reservePort() });
+  const initialCluster = specs.map((s) => `${s.name}=https://127.0.0.1:${s.peerPort}`).join(",");
+  return specs.map((s) => ({
+    ...s,
+    dataDir: `${dir}/${s.name}.etcd`,
+    args: [
+      `--name=${s.name}`,
+      `--data-dir=${dir}/${s.name}.etcd`,
+      `--listen-client-urls=http://127.0.0.1:${s.clientPort}`,
+      `--advertise-client-urls=http://127.0.0.1:${s.clientPort}`,
+      `--listen-peer-urls=https://127.0.0.1:${s.peerPort}`,
+      `--initial-advertise-peer-urls=https://127.0.0.1:${s.peerPort}`,
+      `--initial-cluster=${initialCluster}`,
+      `--initial-cluster-token=${token}`,
+      "--initial-cluster-state=new",
+      "--logger=zap",
+    ],
+  }));
+}

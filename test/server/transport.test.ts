@@ -320,7 +320,7 @@ describe("transport over loopback", () => {
     const { logger } = captureLogger();
     const base = { clusterId: 1, onMessage: () => undefined, onUnreachable: () => undefined, onSnapshotStatus: () => undefined, logger };
     expect(() => new Transport({ ...base, localId: 0, listenUrls: [] })).toThrow(/invalid local member id/);
-    expect(() => new Transport({ ...base, localId: 1, listenUrls: ["https://127.0.0.1:1"] })).toThrow(/unsupported peer URL/);
+    expect(() => new Transport({ ...base, localId: 1, listenUrls: ["unixs://127.0.0.1:1"] })).toThrow(/unsupported peer URL/);
     const t = new Transport({ ...base, localId: 1, listenUrls: ["http://127.0.0.1:0"] });
     await t.start();
     expect(() => t.send([msg(1, 1, 0)])).toThrow(/local member/);

@@ -59,6 +59,9 @@ export function tlsConfigFromFlags(raw: (name: string) => string): TlsConfig {
     autoTls: parseGoBool(raw("peer-auto-tls")),
     ciphers,
   };
+  if (peer.allowedCn !== "" && peer.allowedHostname !== "") {
+    throw new Error(`AllowedCN and AllowedHostname are mutually exclusive (cn=${JSON.stringify(peer.allowedCn)}, hostname=${JSON.stringify(peer.allowedHostname)})`);
+  }
   for (const [info, prefix] of [
     [client, ""],
     [peer, "peer-"],

@@ -55,6 +55,14 @@ export const SUPPORTED_SECURITY_FLAGS: ReadonlySet<string> = new Set<string>([
   "trusted-ca-file",
   "auto-tls",
   "cipher-suites",
+  "peer-cert-file",
+  "peer-key-file",
+  "peer-client-cert-auth",
+  "peer-trusted-ca-file",
+  "peer-cert-allowed-cn",
+  "peer-cert-allowed-hostname",
+  "peer-auto-tls",
+  "peer-crl-file",
 ]);
 
 /**

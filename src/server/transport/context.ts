@@ -2,6 +2,7 @@
 import type { Logger } from "pino";
 import type { NodeId } from "../../raft/types.js";
 import type { TransportMetrics } from "./metrics.js";
+import type { PeerTransportTls } from "./tls_context.js";
 
 /** Every bound of the transport. Defaults in DEFAULT_LIMITS. */
 export interface TransportLimits {
@@ -59,4 +60,6 @@ export interface TransportContext {
   readonly logger: Logger;
   readonly metrics: TransportMetrics;
   readonly limits: Readonly<TransportLimits>;
+  /** Peer TLS for https:// URLs; without it an https:// peer is dialed with Node's default CAs and cannot be listened on. */
+  readonly tls: PeerTransportTls | undefined;
 }

@@ -3,16 +3,17 @@
  * each peer URL until one answers). A member joining with --initial-cluster-state=existing has no
  * member or cluster id yet, so the Hello of a "members" connection carries none.
  */
-import * as net from "node:net";
+import { connectedEvent, connectSocket } from "./dial.js";
 import { DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameKind } from "./frame.js";
 import { ConnectionKind, decodeHelloReject, decodeMembersInfo, encodeHello, type MembersInfo, PROTOCOL_VERSION } from "./protocol.js";
+import type { PeerTransportTls } from "./tls_context.js";
 import { peerUrlToAddress } from "./url.js";
 
 /** The membership as the member at `peerUrl` has applied it. */
-export function fetchMembers(peerUrl: string, timeoutMs: number): Promise<MembersInfo> {
+export function fetchMembers(peerUrl: string, timeoutMs: number, tls?: PeerTransportTls): Promise<MembersInfo> {
   const address = peerUrlToAddress(peerUrl);
   return new Promise<MembersInfo>((resolve, reject) => {
-    const socket = net.connect({ host: address.host, port: address.port });
+    const socket = connectSocket(tls, address);
     const decoder = new FrameDecoder(DEFAULT_MAX_FRAME_BYTES);
     let settled = false;
     const settle = (err: Error | undefined, info?: MembersInfo): void => {
@@ -24,7 +25,7 @@ export function fetchMembers(peerUrl: string, timeoutMs: number): Promise<Member
       else resolve(info!);
     };
     const timer = setTimeout(() => settle(new Error(`no answer from ${peerUrl} within ${timeoutMs} ms`)), timeoutMs);
-    socket.once("connect", () => {
+    socket.once(connectedEvent(socket), () => {
       socket.write(encodeHello({ version: PROTOCOL_VERSION, kind: ConnectionKind.Members, clusterId: 0, from: 0, to: 0, clusterToken: "" }));
     });
     socket.on("error", (err) => settle(err));

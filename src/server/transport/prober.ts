@@ -10,7 +10,6 @@
  * the first seconds of a member's life. A failed probe observes nothing (as etcd's), its failure
  * shows in the peer's stream state and etcd_network_peer_sent_failures_total instead.
  */
-import * as net from "node:net";
 import { Histogram, type Registry } from "prom-client";
 import type { NodeId } from "../../raft/types.js";
 import { formatId } from "../member.js";
@@ -18,6 +17,7 @@ import type { TransportContext } from "./context.js";
 import { FrameDecoder, FrameKind } from "./frame.js";
 import { ConnectionKind, decodeHelloOk, encodeHello, PROTOCOL_VERSION } from "./protocol.js";
 import { peerUrlToAddress } from "./url.js";
+import { connectedEvent, connectSocket } from "./dial.js";
 
 /** etcd's proberInterval (ConnReadTimeout - 1 s). */
 export const PROBE_INTERVAL_MS = 4_000;
@@ -42,7 +42,7 @@ export function rttHistogram(registry: Registry): Histogram<"To"> {
 export function probeOnce(ctx: TransportContext, to: NodeId, url: string, timeoutMs = PROBE_TIMEOUT_MS): Promise<number> {
   return new Promise((resolve, reject) => {
     const address = peerUrlToAddress(url);
-    const socket = net.connect({ host: address.host, port: address.port });
+    const socket = connectSocket(ctx.tls, address);
     socket.setNoDelay(true);
     const decoder = new FrameDecoder(ctx.limits.maxHelloBytes);
     let sentAtMs = 0;
@@ -54,7 +54,7 @@ export function probeOnce(ctx: TransportContext, to: NodeId, url: string, timeou
       else resolve(seconds);
     };
     const timer = setTimeout(() => finish(new Error(`probe of ${url} timed out`)), timeoutMs);
-    socket.once("connect", () => {
+    socket.once(connectedEvent(socket), () => {
       sentAtMs = performance.now();
       socket.write(encodeHello({ version: PROTOCOL_VERSION, kind: ConnectionKind.Probe, clusterId: ctx.clusterId, from: ctx.localId, to, clusterToken: ctx.clusterToken }));
     });

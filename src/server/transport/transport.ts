@@ -12,6 +12,7 @@
  * `onMessage` runs from socket events, one call per message, in arrival order per peer.
  */
 import * as net from "node:net";
+import * as tls from "node:tls";
 import type { Logger } from "pino";
 import { Registry } from "prom-client";
 import { type Message, MessageType, type NodeId } from "../../raft/types.js";
@@ -25,6 +26,7 @@ import { memorySnapshotBody, type SnapshotBody } from "./snapshot_body.js";
 import { type SnapshotSend, sendSnapshot } from "./snapshot_sender.js";
 import { memorySnapshotSink, type SnapshotSinkFactory } from "./snapshot_sink.js";
 import type { MembersInfo } from "./protocol.js";
+import type { PeerTransportTls } from "./tls_context.js";
 import { peerUrlToAddress, type TcpAddress } from "./url.js";
 
 export type { TransportLimits } from "./context.js";
@@ -60,6 +62,8 @@ export interface TransportOptions {
   /** Where the etcd_network_* metrics go; a private registry when not given. */
   registry?: Registry;
   limits?: Partial<TransportLimits>;
+  /** Peer TLS for https:// listen and peer URLs (src/server/tls/peer_tls.ts). */
+  tls?: PeerTransportTls;
   /**
    * Where incoming snapshots are written as they arrive (a member: a temporary file beside its
    * backend). Without one they are reassembled in memory, within limits.maxInboundSnapshotBytes.
@@ -95,6 +99,7 @@ export class Transport {
       logger: options.logger,
       metrics: transportMetrics(options.registry ?? new Registry()),
       limits,
+      tls: options.tls,
     };
     for (const u of options.listenUrls) peerUrlToAddress(u);
     const registry = options.registry ?? new Registry();
@@ -109,7 +114,7 @@ export class Transport {
     this.started = true;
     for (const url of this.options.listenUrls) {
       const address = peerUrlToAddress(url);
-      const server = net.createServer((socket) => this.accept(socket));
+      const server = address.secure === true ? this.tlsListener(url) : net.createServer((socket) => this.accept(socket));
       this.servers.push(server);
       await new Promise<void>((resolve, reject) => {
         server.once("error", reject);
@@ -235,6 +240,39 @@ export class Transport {
     for (const s of this.snapshotSends.values()) s.abort();
     for (const socket of this.inboundSockets) socket.destroy();
     await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  }
+
+  /**
+   * An https:// listener: a connection is served only once its handshake and the peer TLS checks
+   * passed; a refused one is logged with the reason (etcd's "rejected connection") and closed.
+   */
+  private tlsListener(url: string): net.Server {
+    const peerTls = this.ctx.tls;
+    if (peerTls === undefined) throw new Error(`cannot listen on TLS for ${url.slice("https://".length)}: KeyFile and CertFile are not presented`);
+    const server = tls.createServer(peerTls.server, (socket) => {
+      socket.on("error", () => undefined);
+      const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+      socket.pause();
+      peerTls.checkInbound(socket).then(
+        (refused) => {
+          if (refused === undefined) {
+            socket.resume();
+            this.accept(socket);
+            return;
+          }
+          this.ctx.logger.warn({ "remote-addr": remote, error: refused }, "rejected connection");
+          socket.destroy();
+        },
+        (err: Error) => {
+          this.ctx.logger.warn({ "remote-addr": remote, error: err.message }, "rejected connection");
+          socket.destroy();
+        },
+      );
+    });
+    server.on("tlsClientError", (err: Error, socket: tls.TLSSocket) => {
+      this.ctx.logger.warn({ "remote-addr": `${socket.remoteAddress}:${socket.remotePort}`, error: err.message }, "rejected connection");
+    });
+    return server;
   }
 
   private accept(socket: net.Socket): void {
