@@ -40,6 +40,7 @@ const RECEIVED_PREFIX = Buffer.from("etcetera-received-snapshot:");
 const OUTGOING = "outgoing-";
 const INCOMING = "incoming-";
 const TEMP_SUFFIX = ".db.tmp";
+const IMAGE_SUFFIX = ".snap.db";
 
 export interface SnapshotsOptions {
   backend: Backend;
@@ -66,7 +67,7 @@ export class Snapshots {
     this.metrics = snapshotMetrics(o.registry);
     // Images being sent or received when the member stopped are of no use now.
     for (const f of readdirSync(o.snapDir)) {
-      if ((f.startsWith(OUTGOING) || f.startsWith(INCOMING)) && f.endsWith(TEMP_SUFFIX)) rmSync(join(o.snapDir, f), { force: true });
+      if (((f.startsWith(OUTGOING) || f.startsWith(INCOMING)) && f.endsWith(TEMP_SUFFIX)) || f.endsWith(`${IMAGE_SUFFIX}.tmp`)) rmSync(join(o.snapDir, f), { force: true });
     }
   }
 
@@ -229,6 +230,7 @@ export class Snapshots {
   /** Brings the backend to the snapshot the WAL starts from, when a crash came before it was installed. */
   async recoverAtStart(snap: Snapshot): Promise<void> {
     const ci = this.o.consistentIndex();
+    this.removeStagedImagesUpTo(ci);
     if (ci >= snap.metadata.index) return;
     const dbPath = this.imagePath(snap.metadata.index);
     if (!existsSync(dbPath)) {
@@ -242,8 +244,19 @@ export class Snapshots {
     await this.install(snap.metadata.index);
   }
 
+  /**
+   * Staged images the backend already holds (installed, or superseded by later applies): before
+   * installs moved them into place they were copied and stayed; one a crash left is removed here.
+   */
+  private removeStagedImagesUpTo(index: number): void {
+    for (const f of readdirSync(this.o.snapDir)) {
+      const m = /^([0-9a-f]{16})\.snap\.db$/.exec(f);
+      if (m !== null && Number.parseInt(m[1]!, 16) <= index) rmSync(join(this.o.snapDir, f), { force: true });
+    }
+  }
+
   private imagePath(index: number): string {
-    return join(this.o.snapDir, `${index.toString(16).padStart(16, "0")}.snap.db`);
+    return join(this.o.snapDir, `${index.toString(16).padStart(16, "0")}${IMAGE_SUFFIX}`);
   }
 }
 

@@ -267,6 +267,7 @@ class InboundConnection {
     this.snapshot = undefined;
     let m: Message;
     try {
+      this.socket.setTimeout(0); // the fsync of the whole file takes what the disk takes; the sender waits for it
       m = await s.sink.commit();
       if (this.socket.destroyed) throw new Error("connection closed before the snapshot was acknowledged");
       this.hooks.onSnapshot(this.hello!.from, m);

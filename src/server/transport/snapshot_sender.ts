@@ -17,6 +17,9 @@ import { ConnectionKind, decodeSnapAck, encodeSnapBegin, encodeSnapChunk, encode
 import type { SnapshotBody } from "./snapshot_body.js";
 import { peerUrlToAddress } from "./url.js";
 
+/** The receiver's fsync of the whole snapshot is allowed at least this speed (10 MB/s). */
+const ACK_WAIT_BYTES_PER_MS = 10_000;
+
 export interface SnapshotSend {
   readonly done: Promise<{ sentBytes: number }>;
   /** Aborts the transfer (the promise rejects). */
@@ -103,6 +106,9 @@ async function streamSnapshot(
     chunk = next;
   }
   await write(encodeSnapEnd(crc));
+  // The receiver now fsyncs the whole file before it acknowledges: allow for a slow disk
+  // (ACK_WAIT_BYTES_PER_MS) on top of the idle timeout, or a large snapshot never completes.
+  socket.setTimeout(ctx.limits.snapshotIdleTimeoutMs + Math.ceil(total / ACK_WAIT_BYTES_PER_MS), () => socket.destroy(new Error("snapshot not acknowledged in time")));
   await ack;
   return { sentBytes };
 }
