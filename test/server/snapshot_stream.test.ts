@@ -8,7 +8,7 @@
  * succeeds.
  */
 import { createHash } from "node:crypto";
-import { createReadStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createReadStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { open } from "node:fs/promises";
 import * as net from "node:net";
 import { tmpdir } from "node:os";
@@ -270,5 +270,22 @@ describe("streaming snapshots, disk to disk", () => {
     await waitFor(() => incomingFiles().length === 0, "partial file removed");
     expect(b.received).toEqual([]);
     rmSync(source);
+  });
+
+  it("a member starting removes temporary images and staged images its backend already holds, and keeps the one it needs", async () => {
+    const dir2 = mkdtempSync(join(tmpdir(), "snapstream-start-"));
+    const be = Backend.open(join(dir2, "db"));
+    try {
+      const staged = (index: number) => join(dir2, `${index.toString(16).padStart(16, "0")}.snap.db`);
+      const files = ["incoming-0a1b.db.tmp", "outgoing-2-77-0.db.tmp", `${"0".repeat(15)}9.snap.db.tmp`].map((f) => join(dir2, f));
+      for (const f of [...files, staged(5), staged(9), staged(12)]) writeFileSync(f, "x");
+      const s = new Snapshots({ backend: be, snapDir: dir2, storage: { snapshotAt: async () => ({ metadata: META, data: new Uint8Array(0) }) }, consistentIndex: () => 9, logger: pino({ level: "silent" }) });
+      expect(files.filter((f) => existsSync(f)), "temporary files left").toEqual([]);
+      await s.recoverAtStart({ metadata: { ...META, index: 9 }, data: new Uint8Array(0) });
+      expect([5, 9, 12].filter((i) => existsSync(staged(i))), "staged images left (the backend holds index 9)").toEqual([12]);
+    } finally {
+      be.close();
+      rmSync(dir2, { recursive: true, force: true });
+    }
   });
 });
