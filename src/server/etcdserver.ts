@@ -154,7 +154,7 @@ export class EtcdServer {
       checkpointIntervalMs: o.config.ops.leaseCheckpointIntervalMs,
       registry: o.registry,
     });
-    this.kv = KvStore.open({ backend: this.backend, leases: this.lessor });
+    this.kv = KvStore.open({ backend: this.backend, leases: this.lessor, compactionBatchKeys: o.config.compactionBatchLimit });
     this.lessor.setRangeDeleter(this.kv);
     this.watchable = new WatchableStore(this.kv, { progressNotifyIntervalMs: o.config.watchProgressNotifyIntervalMs });
     this.alarms = new Alarms(this.backend);
@@ -411,6 +411,10 @@ export class EtcdServer {
     });
     this.onRemoved = o.onRemoved;
     await this.transport.start();
+    // --initial-election-tick-advance (etcd's default): a booting member is one tick from its
+    // election timeout, so a cluster without a leader elects one without waiting a whole timeout;
+    // pre-vote keeps a member that still has a leader from disrupting it.
+    if (c.initialElectionTickAdvance) for (let i = 1; i < Math.max(1, Math.round(c.electionMs / c.heartbeatMs)); i++) this.raw.tick();
 
     this.tickTimer = setInterval(() => {
       this.raw.tick();

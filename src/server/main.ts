@@ -102,6 +102,9 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
       codecs: loadMemberCodecs(),
       maxReceiveMessageBytes: config.maxRequestBytes + GRPC_OVERHEAD_BYTES,
       maxConcurrentStreams: config.maxConcurrentStreams,
+      // --grpc-keepalive-*: etcd's server keepalive parameters and enforcement policy.
+      // A 0 timeout is grpc-go's default (20 s), not an immediate close.
+      keepalive: { intervalMs: config.grpcKeepaliveIntervalMs, timeoutMs: config.grpcKeepaliveTimeoutMs || 20_000, minTimeMs: config.grpcKeepaliveMinTimeMs },
       observer,
       tls: isTlsUrl(url) ? tlsForClients?.grpc : undefined,
     });

@@ -40,7 +40,7 @@ export interface V3ApiOptions {
   lessor: Lessor;
   alarms: Alarms;
   membership: Membership;
-  backend: { sizeBytes(): number };
+  backend: { sizeBytes(): number; sizeInUseBytes(): number };
   snapshots: Pick<Snapshots, "client">;
   /** Keep-alives and time-to-live of a follower go to the leader's lessor through it. */
   leaderClient: Pick<LeaderClient, "keepAlive" | "timeToLive">;
@@ -177,6 +177,7 @@ export class V3Api implements V3Server {
   status(): MemberStatus {
     return {
       dbSizeBytes: this.o.backend.sizeBytes(),
+      dbSizeInUseBytes: this.o.backend.sizeInUseBytes(),
       leader: this.o.raft.leader(),
       raftIndex: this.o.raft.committed(),
       raftTerm: this.o.raft.raftTerm(),

@@ -45,6 +45,8 @@ export interface RequestLimits {
 /** Maintenance.Status's view of the member. */
 export interface MemberStatus {
   dbSizeBytes: number;
+  /** The part of dbSizeBytes holding data (etcd's dbSizeInUse: without free pages). */
+  dbSizeInUseBytes: number;
   leader: NodeId;
   raftIndex: number;
   raftTerm: number;

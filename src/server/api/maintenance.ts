@@ -25,7 +25,7 @@ export function maintenanceService(s: V3Server): MemberHandlers<"etcdserverpb.Ma
           raftTerm: st.raftTerm,
           raftAppliedIndex: st.raftAppliedIndex,
           errors: st.alarms.map((a) => `memberID:${a.memberID} alarm:${AlarmType[a.alarm]} `),
-          dbSizeInUse: st.dbSizeBytes,
+          dbSizeInUse: st.dbSizeInUseBytes,
           isLearner: st.isLearner,
         };
       }),
