@@ -1,0 +1,139 @@
+/**
+ * etcd's refusals of membership changes, leadership transfers and joins, with real etcdctl
+ * against real processes (E2E_TARGET=etcd: the same expectations against real etcd).
+ */
+import { rmSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { reservePort } from "../ports.js";
+import { etcdctl, eventually, Member } from "./harness.js";
+import { DynamicCluster, peerUrl } from "./membership_harness.js";
+
+/** etcdctl's error line (it prints "Error: <the server's message>" and exits non-zero). */
+async function refusal(endpoints: string, args: string[]): Promise<string> {
+  const r = await etcdctl(endpoints, args);
+  expect(r.code, `etcdctl ${args.join(" ")} should fail; it printed ${r.stdout}`).not.toBe(0);
+  const line = r.stderr.split("\n").find((l) => l.startsWith("Error: "));
+  return line ?? r.stderr;
+}
+
+/** Retries while the strict reconfig check still waits for peers connected long enough. */
+async function settled(endpoints: string, args: string[]): Promise<string> {
+  return eventually(
+    async () => {
+      const e = await refusal(endpoints, args);
+      return /unhealthy cluster/.test(e) ? undefined : e;
+    },
+    30_000,
+    `etcdctl ${args.join(" ")} past the health check`,
+  );
+}
+
+describe("refusals on a healthy three-member cluster", () => {
+  let c: DynamicCluster;
+  let eps: string;
+  beforeAll(async () => {
+    c = await DynamicCluster.create(3);
+    await c.start();
+    eps = c.endpoints();
+    await c.leader();
+  }, 60_000);
+  afterAll(async () => c?.destroy());
+
+  it("a peer URL another member has: Peer URLs already exists", async () => {
+    const taken = peerUrl(c.members[0]!.spec);
+    // A second, fresh URL gives the new member an id of its own (the id hashes its URLs and the time).
+    const fresh = `http://127.0.0.1:${await reservePort()}`;
+    expect(await settled(eps, ["member", "add", "x", `--peer-urls=${taken},${fresh}`])).toBe("Error: etcdserver: Peer URLs already exists");
+  });
+
+  it("removing, promoting or updating an unknown member: member not found", async () => {
+    expect(await settled(eps, ["member", "remove", "1234abcd"])).toBe("Error: etcdserver: member not found");
+    expect(await settled(eps, ["member", "promote", "1234abcd"])).toBe("Error: etcdserver: member not found");
+    expect(await settled(eps, ["member", "update", "1234abcd", `--peer-urls=http://127.0.0.1:${await reservePort()}`])).toBe("Error: etcdserver: member not found");
+  });
+
+  it("promoting a voter: can only promote a learner member", async () => {
+    const id = await c.idOf(c.members[1]!);
+    expect(await settled(eps, ["member", "promote", id])).toBe("Error: etcdserver: can only promote a learner member");
+  });
+
+  it("a learner that has not caught up cannot be promoted; a second learner is one too many", async () => {
+    const { id } = await eventually(
+      async () => {
+        try {
+          return await c.add("learner", c.running(), { learner: true, start: false });
+        } catch (e) {
+          if (/unhealthy cluster/.test(String(e))) return undefined;
+          throw e;
+        }
+      },
+      30_000,
+      "member add --learner",
+    );
+    const listed = (await c.list(c.running())).find((m) => m.id === id);
+    expect(listed).toMatchObject({ status: "unstarted", isLearner: true });
+    // Asked of every member in turn: a follower forwards the promote to the leader, which refuses.
+    for (const m of c.running()) {
+      expect(await refusal(m.endpoint, ["member", "promote", id])).toBe("Error: etcdserver: can only promote a learner member which is in sync with leader");
+    }
+    const fresh = `http://127.0.0.1:${await reservePort()}`;
+    expect(await settled(eps, ["member", "add", "second", "--learner", `--peer-urls=${fresh}`])).toBe("Error: etcdserver: too many learner members in cluster");
+    // Leadership goes to voters only.
+    expect(await refusal(eps, ["move-leader", id])).toBe("Error: etcdserver: bad leader transferee");
+    expect(await refusal(eps, ["move-leader", "1234abcd"])).toBe("Error: etcdserver: bad leader transferee");
+    const r = await etcdctl(eps, ["member", "remove", id]);
+    expect(r.stderr).toBe("");
+    expect((await c.list(c.running())).map((m) => m.id)).not.toContain(id);
+  });
+
+  it("a member whose data dir was lost, restarted as new: has already been bootstrapped", async () => {
+    const m = c.members[2]!;
+    await m.kill("SIGKILL");
+    rmSync(m.spec.dataDir, { recursive: true, force: true });
+    m.start();
+    await eventually(async () => (m.running ? undefined : true), 30_000, "the member to exit");
+    expect(m.log).toMatch(/member [0-9a-f]+ has already been bootstrapped/);
+  });
+
+  it("joining with --initial-cluster-state=existing without being added: refused, member count is unequal", async () => {
+    const spec = await c.spec("stranger");
+    const initial = [...c.members.slice(0, 3).map((m) => `${m.spec.name}=${peerUrl(m.spec)}`), `stranger=${peerUrl(spec)}`].join(",");
+    const stranger = new Member(spec, [
+      `--name=stranger`,
+      `--data-dir=${spec.dataDir}`,
+      `--listen-client-urls=http://127.0.0.1:${spec.clientPort}`,
+      `--advertise-client-urls=http://127.0.0.1:${spec.clientPort}`,
+      `--listen-peer-urls=${peerUrl(spec)}`,
+      `--initial-advertise-peer-urls=${peerUrl(spec)}`,
+      `--initial-cluster=${initial}`,
+      "--initial-cluster-state=existing",
+      "--initial-cluster-token=e2e-token",
+    ]);
+    c.members.push(stranger);
+    stranger.start();
+    await eventually(async () => (stranger.running ? undefined : true), 30_000, "the stranger to exit");
+    expect(stranger.log).toMatch(/member count is unequal/);
+  });
+});
+
+describe("refusals while new voters have not started (strict reconfig check)", () => {
+  let c: DynamicCluster;
+  beforeAll(async () => {
+    c = await DynamicCluster.create(1);
+    await c.start();
+  }, 60_000);
+  afterAll(async () => c?.destroy());
+
+  it("a second voter may be added to one; a third not before the second started; nor may the first be removed", async () => {
+    const n1 = c.members[0]!;
+    const { id } = await c.add("n2", [n1], { start: false });
+    const listed = await c.list([n1]);
+    expect(listed.find((m) => m.id === id)).toMatchObject({ status: "unstarted", isLearner: false });
+    const fresh = `http://127.0.0.1:${await reservePort()}`;
+    expect(await refusal(n1.endpoint, ["member", "add", "n3", `--peer-urls=${fresh}`])).toBe(
+      "Error: etcdserver: re-configuration failed due to not enough started members",
+    );
+    const self = await c.idOf(n1);
+    expect(await refusal(n1.endpoint, ["member", "remove", self])).toBe("Error: etcdserver: re-configuration failed due to not enough started members");
+  });
+});
