@@ -1320,6 +1320,20 @@ export interface MemberAttributesInit {
   clientUrls?: string[];
 }
 
+/** etcdserverpb.InternalAuthenticateRequest, as decoded. */
+export interface InternalAuthenticateRequest {
+  name: string;
+  password: string;
+  simpleToken: string;
+}
+
+/** etcdserverpb.InternalAuthenticateRequest, as given to the encoder. */
+export interface InternalAuthenticateRequestInit {
+  name?: string;
+  password?: string;
+  simpleToken?: string;
+}
+
 /** etcdserverpb.InternalRaftRequest, as decoded. */
 export interface InternalRaftRequest {
   ID: number;
@@ -1333,6 +1347,22 @@ export interface InternalRaftRequest {
   alarm: AlarmRequest | undefined;
   leaseCheckpoint: LeaseCheckpointRequest | undefined;
   header: RequestHeader | undefined;
+  authEnable: AuthEnableRequest | undefined;
+  authDisable: AuthDisableRequest | undefined;
+  authenticate: InternalAuthenticateRequest | undefined;
+  authUserAdd: AuthUserAddRequest | undefined;
+  authUserDelete: AuthUserDeleteRequest | undefined;
+  authUserGet: AuthUserGetRequest | undefined;
+  authUserChangePassword: AuthUserChangePasswordRequest | undefined;
+  authUserGrantRole: AuthUserGrantRoleRequest | undefined;
+  authUserRevokeRole: AuthUserRevokeRoleRequest | undefined;
+  authUserList: AuthUserListRequest | undefined;
+  authRoleList: AuthRoleListRequest | undefined;
+  authRoleAdd: AuthRoleAddRequest | undefined;
+  authRoleDelete: AuthRoleDeleteRequest | undefined;
+  authRoleGet: AuthRoleGetRequest | undefined;
+  authRoleGrantPermission: AuthRoleGrantPermissionRequest | undefined;
+  authRoleRevokePermission: AuthRoleRevokePermissionRequest | undefined;
   memberAttributes: MemberAttributes | undefined;
 }
 
@@ -1349,6 +1379,22 @@ export interface InternalRaftRequestInit {
   alarm?: AlarmRequestInit | null;
   leaseCheckpoint?: LeaseCheckpointRequestInit | null;
   header?: RequestHeaderInit | null;
+  authEnable?: AuthEnableRequestInit | null;
+  authDisable?: AuthDisableRequestInit | null;
+  authenticate?: InternalAuthenticateRequestInit | null;
+  authUserAdd?: AuthUserAddRequestInit | null;
+  authUserDelete?: AuthUserDeleteRequestInit | null;
+  authUserGet?: AuthUserGetRequestInit | null;
+  authUserChangePassword?: AuthUserChangePasswordRequestInit | null;
+  authUserGrantRole?: AuthUserGrantRoleRequestInit | null;
+  authUserRevokeRole?: AuthUserRevokeRoleRequestInit | null;
+  authUserList?: AuthUserListRequestInit | null;
+  authRoleList?: AuthRoleListRequestInit | null;
+  authRoleAdd?: AuthRoleAddRequestInit | null;
+  authRoleDelete?: AuthRoleDeleteRequestInit | null;
+  authRoleGet?: AuthRoleGetRequestInit | null;
+  authRoleGrantPermission?: AuthRoleGrantPermissionRequestInit | null;
+  authRoleRevokePermission?: AuthRoleRevokePermissionRequestInit | null;
   memberAttributes?: MemberAttributesInit | null;
 }
 

@@ -4,12 +4,15 @@
  * log order, each exactly once: the backend's consistent index makes re-applying after a restart
  * a no-op. The outcome goes back to the handler waiting on the request id.
  */
+import type { AuthStore } from "../auth/store.js";
+import type { TokenProvider } from "../auth/token.js";
 import type { Lessor } from "../lease/lessor.js";
 import type { KvStore } from "../mvcc/kvstore.js";
 import { txnHasPut } from "../mvcc/txn_rules.js";
 import { confChangeFromEntry } from "../raft/index.js";
 import { ConfChangeType, EntryType, type ConfChangeV2, type ConfState, type Entry, type NodeId } from "../raft/types.js";
 import { AlarmAction, AlarmType, type Alarms } from "./alarms.js";
+import { applyAuthRequest, authInfoOfEntry, checkEntryPermission } from "./apply_auth.js";
 import { Errors, toEtcdError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { decodeConfChangeContext, type ConfChangeContext } from "./conf_change_context.js";
@@ -32,6 +35,8 @@ export interface ApplierOptions {
   lessor: Lessor;
   membership: Membership;
   alarms: Alarms;
+  auth: AuthStore;
+  tokens: TokenProvider;
   logger: Logger;
   /** The bootstrap members by id: conf changes of the initial cluster carry no member record. */
   initialMembers: ReadonlyMap<number, Member>;
@@ -69,6 +74,13 @@ export class Applier {
       if (!kv.markApplied(e.index, e.term)) return undefined;
       return { revision: kv.currentRevision(), error: Errors.corrupt() };
     }
+    try {
+      checkEntryPermission(this.o.auth, this.o.lessor, req, authInfoOfEntry(req));
+    } catch (err) {
+      // Refused entries still advance the consistent index (etcd applies them as errors).
+      if (!kv.markApplied(e.index, e.term)) return undefined;
+      return { revision: kv.currentRevision(), error: toEtcdError(err) };
+    }
     if (req.put || req.txn || req.deleteRange || req.range || req.compaction) {
       if (this.o.alarms.has(AlarmType.NOSPACE) && (req.put || (req.txn && txnHasPut(req.txn)))) {
         if (!kv.markApplied(e.index, e.term)) return undefined;
@@ -88,7 +100,7 @@ export class Applier {
     }
     if (!kv.markApplied(e.index, e.term)) return undefined;
     try {
-      return this.dispatchNonKv(req);
+      return this.dispatchNonKv(req, e.index);
     } catch (err) {
       return { revision: kv.currentRevision(), error: toEtcdError(err) };
     }
@@ -103,8 +115,10 @@ export class Applier {
     );
   }
 
-  private dispatchNonKv(req: InternalRaftRequest): ApplyOutcome {
+  private dispatchNonKv(req: InternalRaftRequest, index: number): ApplyOutcome {
     const { kv, lessor, alarms, membership } = this.o;
+    const authResponse = applyAuthRequest(this.o.auth, this.o.tokens, req, index);
+    if (authResponse !== undefined) return { revision: kv.currentRevision(), response: authResponse };
     if (req.leaseGrant) {
       if (alarms.has(AlarmType.NOSPACE)) return { revision: kv.currentRevision(), error: Errors.noSpace() };
       const g = lessor.grant(req.leaseGrant.ID, req.leaseGrant.TTL);

@@ -23,6 +23,7 @@ import { securitySpecsBesides, unsupportedSecurityFlag } from "./tls/flags.js";
 import { hasServingCert, tlsAskedWithoutTlsUrl, type TlsConfig, tlsConfigFromFlags } from "./tls/config.js";
 import { tlsUrlWithoutCert } from "./tls/url_check.js";
 import { OPS_FLAG_SPECS, opsConfig, refineUnknownFlag, unsupportedEtcdEnv, type OpsConfig } from "./config_ops.js";
+import { AUTH_FLAG_SPECS, authConfig, type AuthConfig } from "./config_auth.js";
 
 export { ConfigError } from "./flags.js";
 
@@ -123,6 +124,8 @@ export interface ServerConfig {
   readonly ops: OpsConfig;
   /** Client and peer TLS (src/server/tls/config.ts). */
   readonly tls: TlsConfig;
+  /** --auth-token, --bcrypt-cost, --auth-token-ttl (config_auth.ts). */
+  readonly auth: AuthConfig;
 
   /** --version was given: print `versionText()` and exit 0. */
   readonly printVersion: boolean;
@@ -184,6 +187,7 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   { group: EXPERIMENTAL, name: "experimental-watch-progress-notify-interval", kind: "duration", defaultValue: "10m", usage: "Duration of periodical watch progress notification." },
 
   ...OPS_FLAG_SPECS,
+  ...AUTH_FLAG_SPECS,
 
   { group: "", name: "version", kind: "bool", defaultValue: "false", usage: "Print the version and exit." },
 ];
@@ -326,6 +330,7 @@ function buildConfig(
     snapshotCatchUpEntries: parseGoUint(raw("experimental-snapshot-catchup-entries")),
     ops: opsConfig(raw),
     tls,
+    auth: authConfig(raw),
     printVersion: parseGoBool(raw("version")),
     printHelp,
     warnings,

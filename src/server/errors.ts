@@ -1,3 +1,4 @@
+import { AuthError, type AuthErrorKind } from "../auth/errors.js";
 import { GrpcError, Status } from "../grpc/index.js";
 import { LeaseError, LeaseExistsError, LeaseTtlTooLargeError, type LeaseErrorKind } from "../lease/errors.js";
 import { ErrCompacted, ErrDuplicateKey, ErrEmptyKey, ErrFutureRev, ErrKeyNotFound, ErrLeaseNotFound, ErrLeaseProvided, ErrValueProvided, MvccError, type MvccErrorKind } from "../mvcc/errors.js";
@@ -41,6 +42,34 @@ const STORE_ERROR_STATUS: Record<MvccErrorKind | LeaseErrorKind, Status> = {
   leaseIdOutOfRange: Status.OUT_OF_RANGE,
 };
 
+/** The status and text etcd answers each auth store error with (rpctypes' ErrGRPC* of auth). */
+const AUTH_ERROR: Record<AuthErrorKind, [Status, string]> = {
+  rootUserNotExist: [Status.FAILED_PRECONDITION, "etcdserver: root user does not exist"],
+  rootRoleNotExist: [Status.FAILED_PRECONDITION, "etcdserver: root user does not have root role"],
+  userAlreadyExist: [Status.FAILED_PRECONDITION, "etcdserver: user name already exists"],
+  userEmpty: [Status.INVALID_ARGUMENT, "etcdserver: user name is empty"],
+  userNotFound: [Status.FAILED_PRECONDITION, "etcdserver: user name not found"],
+  roleAlreadyExist: [Status.FAILED_PRECONDITION, "etcdserver: role name already exists"],
+  roleNotFound: [Status.FAILED_PRECONDITION, "etcdserver: role name not found"],
+  roleEmpty: [Status.INVALID_ARGUMENT, "etcdserver: role name is empty"],
+  authFailed: [Status.INVALID_ARGUMENT, "etcdserver: authentication failed, invalid user ID or password"],
+  permissionDenied: [Status.PERMISSION_DENIED, "etcdserver: permission denied"],
+  roleNotGranted: [Status.FAILED_PRECONDITION, "etcdserver: role is not granted to the user"],
+  permissionNotGranted: [Status.FAILED_PRECONDITION, "etcdserver: permission is not granted to the role"],
+  authNotEnabled: [Status.FAILED_PRECONDITION, "etcdserver: authentication is not enabled"],
+  authOldRevision: [Status.INVALID_ARGUMENT, "etcdserver: revision of auth store is old"],
+  invalidAuthToken: [Status.UNAUTHENTICATED, "etcdserver: invalid auth token"],
+  invalidAuthMgmt: [Status.INVALID_ARGUMENT, "etcdserver: invalid auth management"],
+};
+
+/**
+ * An auth error as etcd 3.4's maintenance RPCs answer it: passed through unmapped, so code
+ * Unknown with the store's text ("auth: permission denied").
+ */
+export function unmappedAuthError(e: AuthError): GrpcError {
+  return new GrpcError(Status.UNKNOWN, e.message);
+}
+
 /**
  * Any error for a client as the gRPC status to answer with: a store's domain error by the map
  * above, a GrpcError as it is; anything else is a bug and answers UNKNOWN with its text.
@@ -48,6 +77,10 @@ const STORE_ERROR_STATUS: Record<MvccErrorKind | LeaseErrorKind, Status> = {
 export function toEtcdError(e: unknown): GrpcError {
   if (e instanceof GrpcError) return e;
   if (e instanceof MvccError || e instanceof LeaseError) return new EtcdError(STORE_ERROR_STATUS[e.kind], e.message);
+  if (e instanceof AuthError) {
+    const [code, text] = AUTH_ERROR[e.kind];
+    return new EtcdError(code, text);
+  }
   if (e instanceof Error) return new GrpcError(Status.UNKNOWN, e.message);
   return new GrpcError(Status.UNKNOWN, String(e));
 }
@@ -55,6 +88,10 @@ export function toEtcdError(e: unknown): GrpcError {
 /** A store's error as the edge answers it (the text lives with the store that raises it). */
 function store(make: () => MvccError | LeaseError): () => GrpcError {
   return () => toEtcdError(make());
+}
+
+function auth(kind: AuthErrorKind): () => GrpcError {
+  return () => toEtcdError(new AuthError(kind));
 }
 
 function def(code: Status, message: string): () => EtcdError {
@@ -95,9 +132,9 @@ export const Errors = {
   requestTooLarge: def(Status.INVALID_ARGUMENT, "etcdserver: request is too large"),
   tooManyRequests: def(Status.RESOURCE_EXHAUSTED, "etcdserver: too many requests"),
 
-  permissionDenied: def(Status.PERMISSION_DENIED, "etcdserver: permission denied"),
-  authNotEnabled: def(Status.FAILED_PRECONDITION, "etcdserver: authentication is not enabled"),
-  invalidAuthToken: def(Status.UNAUTHENTICATED, "etcdserver: invalid auth token"),
+  permissionDenied: auth("permissionDenied"),
+  authNotEnabled: auth("authNotEnabled"),
+  invalidAuthToken: auth("invalidAuthToken"),
 
   noLeader: def(Status.UNAVAILABLE, "etcdserver: no leader"),
   notLeader: def(Status.FAILED_PRECONDITION, "etcdserver: not leader"),

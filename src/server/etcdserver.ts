@@ -19,6 +19,10 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Registry } from "prom-client";
+import { PasswordHasher } from "../auth/password.js";
+import { newTokenProvider } from "../auth/providers.js";
+import { AuthStore } from "../auth/store.js";
+import type { TokenProvider } from "../auth/token.js";
 import { Backend } from "../backend/backend.js";
 import { Lessor } from "../lease/lessor.js";
 import { minLeaseTtlSec } from "../lease/ttl.js";
@@ -35,6 +39,7 @@ import { memberCompactable, newCompactor, type Compactor } from "./compactor/ind
 import { ETCD_API_VERSION, type ServerConfig } from "./config.js";
 import { CorruptionCheck } from "./corrupt/corruption.js";
 import { forceNewCluster } from "./force_new_cluster.js";
+import { parseGoDurationMs } from "./flags.js";
 import { IdGenerator } from "./id_gen.js";
 import { LeaseCheckpoints } from "./lease_checkpoints.js";
 import { LeaseExpiry } from "./lease_expiry.js";
@@ -90,6 +95,10 @@ export class EtcdServer {
   readonly lessor: Lessor;
   readonly membership: Membership;
   readonly alarms: Alarms;
+  /** Users, roles, permissions (src/auth), and the tokens that stand for them. */
+  readonly auth: AuthStore;
+  readonly tokens: TokenProvider;
+  readonly passwords: PasswordHasher;
   /** How long a proposal or a read waits (etcd: 5 s + 2 election timeouts). */
   private readonly requestTimeoutMs: number;
   /** Resolves once this member has published itself and serves clients (etcd's ReadyNotify). */
@@ -143,7 +152,7 @@ export class EtcdServer {
       onIncompleteCheckpoint: (message) => this.logger.warn({}, message),
       timings: backendTimings(o.registry),
     });
-    // Stores recover from a snapshot in the order they register, as etcd's: lease, mvcc, alarms, members.
+    // Stores recover from a snapshot in the order they register, as etcd's: lease, mvcc, alarms, auth, members.
     this.lessor = new Lessor({
       backend: this.backend,
       now: () => performance.now(),
@@ -158,6 +167,15 @@ export class EtcdServer {
     this.lessor.setRangeDeleter(this.kv);
     this.watchable = new WatchableStore(this.kv, { progressNotifyIntervalMs: o.config.watchProgressNotifyIntervalMs });
     this.alarms = new Alarms(this.backend);
+    this.tokens = newTokenProvider(o.config.auth.token, {
+      simpleTtlMs: o.config.auth.tokenTtlSec * 1000,
+      now: () => performance.now(),
+      waitApplied: (index, signal) => waitOrAbort(this.applyWait.wait(index), signal),
+      parseDurationMs: parseGoDurationMs,
+    });
+    const authLogger = componentLogger(o.logger, "auth");
+    this.auth = new AuthStore({ backend: this.backend, tokens: this.tokens, log: (msg, fields) => authLogger.info(fields, msg) });
+    this.passwords = new PasswordHasher({ cost: o.config.auth.bcryptCost });
     this.membership = new Membership(this.backend, this.clusterId);
   }
 
@@ -276,6 +294,8 @@ export class EtcdServer {
       lessor: this.lessor,
       membership: this.membership,
       alarms: this.alarms,
+      auth: this.auth,
+      tokens: this.tokens,
       logger: this.logger,
       initialMembers: this.initialMembers,
       applyConfChange: (cc) => this.loop.applyConfChange(cc),
@@ -364,6 +384,9 @@ export class EtcdServer {
       lessor: this.lessor,
       alarms: this.alarms,
       membership: this.membership,
+      auth: this.auth,
+      tokens: this.tokens,
+      passwords: this.passwords,
       backend: this.backend,
       snapshots: this.snapshots,
       leaderClient: this.leaderClient,
@@ -544,6 +567,7 @@ export class EtcdServer {
     this.proposals.stop();
     this.readIndex.stop();
     this.leaderClient.close();
+    this.tokens.close();
     await this.loop.stop();
     await this.transport.stop();
     await this.rs.close();
@@ -560,4 +584,18 @@ function initialClusterInfoOrNone(config: ServerConfig): Member[] {
   } catch {
     return [];
   }
+}
+
+/** `p`, or a rejection once `signal` aborts (a wait for an index that may never be applied here). */
+function waitOrAbort(p: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (signal === undefined) return p;
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener("abort", onAbort, { once: true });
+    void p.then(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    });
+  });
 }

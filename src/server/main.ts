@@ -9,6 +9,7 @@ import { GrpcServer, GRPC_OVERHEAD_BYTES, type MemberServices } from "../grpc/in
 import { clientHttp } from "../gateway/index.js";
 import { serveHttp1 } from "../grpc/http.js";
 import { registerMvccMetrics } from "../mvcc/metrics.js";
+import { authService } from "./api/auth.js";
 import { clusterService } from "./api/cluster.js";
 import { electionService } from "./api/election.js";
 import { healthService } from "./api/health.js";
@@ -114,6 +115,7 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
     g.addService("etcdserverpb.Cluster", learnerGated(learner, "etcdserverpb.Cluster", clusterService(server.v3)));
     g.addService("etcdserverpb.Maintenance", learnerGated(learner, "etcdserverpb.Maintenance", maintenanceService(server.v3)));
     g.addService("etcdserverpb.Watch", learnerGated(learner, "etcdserverpb.Watch", watchService(server.v3)));
+    g.addService("etcdserverpb.Auth", learnerGated(learner, "etcdserverpb.Auth", authService(server.v3)));
     g.addService("v3lockpb.Lock", learnerGated(learner, "v3lockpb.Lock", lockService(server.v3)));
     g.addService("v3electionpb.Election", learnerGated(learner, "v3electionpb.Election", electionService(server.v3)));
     g.addService("grpc.health.v1.Health", healthService());

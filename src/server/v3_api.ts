@@ -4,6 +4,11 @@
  * is proposed through raft and answered once applied here; keep-alives and time-to-live are
  * answered by the leader's lessor. The API handlers see it through V3Server only.
  */
+import { authError } from "../auth/errors.js";
+import { PasswordQueueFullError, type PasswordHasher } from "../auth/password.js";
+import type { AuthStore } from "../auth/store.js";
+import type { TokenProvider } from "../auth/token.js";
+import type { AuthInfo } from "../auth/types.js";
 import { LessorNotPrimaryError } from "../lease/errors.js";
 import type { Lessor } from "../lease/lessor.js";
 import type { HashKvResult, KvStore } from "../mvcc/kvstore.js";
@@ -16,6 +21,7 @@ import type { AlarmRequest } from "../pb/member-types.js";
 import { NONE, type NodeId } from "../raft/types.js";
 import type { AlarmMember, AlarmType, Alarms } from "./alarms.js";
 import type { ApplyOutcome } from "./apply.js";
+import { checkTxnPermission, type AuthenticateResult } from "./apply_auth.js";
 import { Errors } from "./errors.js";
 import type { LeaderClient } from "./leader_client.js";
 import type { Member } from "./member.js";
@@ -26,7 +32,10 @@ import type { ProposedRequest } from "./raft_request.js";
 import type { ReadIndex } from "./read_index.js";
 import type { Snapshots } from "./snapshots.js";
 import { isTxnReadOnly, isTxnSerializable } from "../mvcc/txn_rules.js";
-import type { Applied, MemberStatus, RequestLimits, V3Server } from "./v3_server.js";
+import type { Applied, AuthChangeRequest, Credentials, MemberStatus, RequestLimits, V3Server } from "./v3_server.js";
+
+/** Authenticate retries while the auth revision moves under it (etcd loops; here a bound). */
+const AUTHENTICATE_ATTEMPTS_MAX = 16;
 
 export interface V3ApiOptions {
   memberId: NodeId;
@@ -40,6 +49,9 @@ export interface V3ApiOptions {
   lessor: Lessor;
   alarms: Alarms;
   membership: Membership;
+  auth: AuthStore;
+  tokens: TokenProvider;
+  passwords: PasswordHasher;
   backend: { sizeBytes(): number; sizeInUseBytes(): number };
   snapshots: Pick<Snapshots, "client">;
   /** Keep-alives and time-to-live of a follower go to the leader's lessor through it. */
@@ -54,10 +66,93 @@ export class V3Api implements V3Server {
   readonly clusterId: number;
   readonly limits: RequestLimits;
 
-  constructor(private readonly o: V3ApiOptions) {
+  /**
+   * `ai`: the identity this view acts for (withAuth); reads are checked against it here, writes
+   * carry it in their entry's header to the permission check at apply.
+   */
+  constructor(
+    private readonly o: V3ApiOptions,
+    private readonly ai?: AuthInfo,
+  ) {
     this.memberId = o.memberId;
     this.clusterId = o.clusterId;
     this.limits = o.limits;
+  }
+
+  withAuth(ai: AuthInfo | undefined): V3Server {
+    return new V3Api(this.o, ai);
+  }
+
+  /**
+   * etcd's AuthInfoFromCtx: a token (metadata `token`, or `authorization` from the gateway) must
+   * stand for an identity, else "invalid auth token" (even with auth disabled, as etcd); without
+   * one, the verified client certificate's common name when the member checks client certificates.
+   */
+  async identify(c: Credentials, signal?: AbortSignal): Promise<AuthInfo | undefined> {
+    if (c.token !== undefined) {
+      const ai = await this.o.tokens.info(c.token, this.o.auth.revision(), signal);
+      if (ai === undefined) throw authError("invalidAuthToken");
+      return ai;
+    }
+    if (c.certCommonName !== undefined && c.certCommonName !== "") return { username: c.certCommonName, revision: this.o.auth.revision() };
+    return undefined;
+  }
+
+  authEnabled(): boolean {
+    return this.o.auth.isEnabled();
+  }
+
+  authStatus(): { enabled: boolean; authRevision: number } {
+    return { enabled: this.o.auth.isEnabled(), authRevision: this.o.auth.revision() };
+  }
+
+  requireAdmin(): void {
+    this.o.auth.isAdminPermitted(this.ai);
+  }
+
+  isRangePermitted(key: Uint8Array | undefined, rangeEnd: Uint8Array | undefined): void {
+    this.o.auth.isRangePermitted(this.ai, key, rangeEnd);
+  }
+
+  /** etcd's doSerialize tail: an identity older than the store after the read is stale. */
+  private checkAuthRevisionAfterRead(): void {
+    if (this.ai !== undefined && this.ai.revision !== 0 && this.ai.revision !== this.o.auth.revision()) throw authError("authOldRevision");
+  }
+
+  hashPassword(password: string): Promise<string> {
+    return this.o.passwords.hash(password).then((h) => h.toString(), passwordError);
+  }
+
+  /**
+   * etcd's Authenticate: the password is checked here (bcrypt off the event loop), then an entry
+   * without it is proposed; if the auth revision moved between the check and the apply, again.
+   */
+  async authenticate(name: string, password: string, signal?: AbortSignal): Promise<Applied<{ token: string }>> {
+    await this.o.readIndex.notify();
+    const { auth, tokens } = this.o;
+    for (let attempt = 0; ; attempt++) {
+      const checked = await this.checkPassword(name, password);
+      const { response, revision } = await this.proposeAndApply<AuthenticateResult>({ authenticate: { name, simpleToken: tokens.genTokenPrefix() } }, signal);
+      if (checked === auth.revision() || attempt + 1 >= AUTHENTICATE_ATTEMPTS_MAX) {
+        const token = response.token ?? (await tokens.sign(response.username, response.revision));
+        return { response: { token }, revision };
+      }
+    }
+  }
+
+  private async checkPassword(name: string, password: string): Promise<number> {
+    const { auth } = this.o;
+    if (!auth.isEnabled()) throw authError("authNotEnabled");
+    const u = auth.user(name);
+    if (u === undefined || u.noPassword) throw authError("authFailed");
+    const revision = auth.revision();
+    const ok = await this.o.passwords.compare(password, u.password).catch(passwordError);
+    if (!ok) throw authError("authFailed");
+    return revision;
+  }
+
+  authChange<T>(req: AuthChangeRequest, signal?: AbortSignal): Promise<Applied<T>> {
+    return this.proposeAndApply<T>(req, signal);
   }
 
   raftTerm(): number {
@@ -70,7 +165,8 @@ export class V3Api implements V3Server {
 
   /** Proposes and unwraps: throws the applied error, returns the response and revision. */
   private async proposeAndApply<T>(req: ProposedRequest, signal?: AbortSignal): Promise<Applied<T> & { done?: Promise<void> }> {
-    const o = await this.o.propose(req, signal);
+    const withHeader = this.ai === undefined ? req : { ...req, header: { username: this.ai.username, authRevision: this.ai.revision } };
+    const o = await this.o.propose(withHeader, signal);
     if (o.error) throw o.error;
     return { response: o.response as T, revision: o.revision, done: o.done };
   }
@@ -81,8 +177,11 @@ export class V3Api implements V3Server {
 
   async range(req: mvcc.RangeRequest, signal?: AbortSignal): Promise<RangeReadResult> {
     if (!req.serializable) await this.o.readIndex.notify();
+    this.o.auth.isRangePermitted(this.ai, req.key, req.rangeEnd);
     // Sliced over event-loop turns at one revision: a huge range does not stall other clients.
-    return this.o.kv.rangeAsync(req, signal);
+    const r = await this.o.kv.rangeAsync(req, signal);
+    this.checkAuthRevisionAfterRead();
+    return r;
   }
 
   put(req: mvcc.PutRequest, signal?: AbortSignal): Promise<Applied<mvcc.PutResponse>> {
@@ -97,7 +196,9 @@ export class V3Api implements V3Server {
     if (!isTxnReadOnly(req)) return this.proposeAndApply<mvcc.TxnResponse>({ txn: req }, signal);
     // etcd serves read-only txns without a proposal: one ReadIndex round, then locally, in slices like Range.
     if (!isTxnSerializable(req)) await this.o.readIndex.notify();
+    if (this.o.auth.isEnabled()) checkTxnPermission(this.o.auth, req, this.ai);
     const r = await this.o.kv.txnReadOnlyAsync(req, signal);
+    this.checkAuthRevisionAfterRead();
     return { response: { succeeded: r.succeeded, responses: r.responses }, revision: r.revision };
   }
 
@@ -137,6 +238,8 @@ export class V3Api implements V3Server {
       return { ID: r.ID, TTL: r.TTL, grantedTTL: r.grantedTTL, keys: r.keys };
     }
     const t = this.o.lessor.timeToLive(req.ID, { keys: req.keys });
+    // etcd 3.4.26+ (CVE-2023-32082): the attached keys are shown only to a user who may read them all.
+    if (req.keys) for (const key of t.keys) this.o.auth.isRangePermitted(this.ai, key, undefined);
     return { ID: t.id, TTL: t.ttlSec, grantedTTL: t.grantedTtlSec, keys: t.keys };
   }
 
@@ -231,4 +334,10 @@ export class V3Api implements V3Server {
     if (this.o.raft.isLeader() && transferee !== this.memberId) await this.o.beforeLeaderTransfer?.();
     return this.o.raft.moveLeader(transferee);
   }
+}
+
+/** A full password queue is etcd's "too many requests"; anything else is passed on. */
+function passwordError(e: unknown): never {
+  if (e instanceof PasswordQueueFullError) throw Errors.tooManyRequests();
+  throw e;
 }

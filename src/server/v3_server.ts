@@ -5,6 +5,7 @@
  * write is proposed and answered once applied — so a handler only checks the request, asks,
  * and adds the response header.
  */
+import type { AuthInfo } from "../auth/types.js";
 import type { AlarmRequest } from "../pb/member-types.js";
 import type { HashKvResult } from "../mvcc/kvstore.js";
 import type { RangeReadResult } from "../mvcc/kvstore_range.js";
@@ -23,6 +24,7 @@ import type { WatchStream } from "../mvcc/watch_stream.js";
 import type { NodeId } from "../raft/types.js";
 import type { AlarmMember, AlarmType } from "./alarms.js";
 import type { Member } from "./member.js";
+import type { ProposedRequest } from "./raft_request.js";
 
 /** An applied request's response and the store revision after it (the response header's). */
 export interface Applied<T> {
@@ -54,6 +56,34 @@ export interface MemberStatus {
   alarms: AlarmMember[];
   isLearner: boolean;
 }
+
+/** What a request presents to say who it comes from. */
+export interface Credentials {
+  /** Metadata `token` (or `authorization`, the gateway's). */
+  token?: string;
+  /** The verified client certificate's common name (with --client-cert-auth). */
+  certCommonName?: string;
+}
+
+/** The Auth service's requests other than Authenticate, as they enter the log. */
+export type AuthChangeRequest = Pick<
+  ProposedRequest,
+  | "authEnable"
+  | "authDisable"
+  | "authUserAdd"
+  | "authUserDelete"
+  | "authUserGet"
+  | "authUserChangePassword"
+  | "authUserGrantRole"
+  | "authUserRevokeRole"
+  | "authUserList"
+  | "authRoleList"
+  | "authRoleAdd"
+  | "authRoleDelete"
+  | "authRoleGet"
+  | "authRoleGrantPermission"
+  | "authRoleRevokePermission"
+>;
 
 export interface V3Server {
   readonly memberId: NodeId;
@@ -111,6 +141,26 @@ export interface V3Server {
    * with the bytes still to come, then its SHA-256 (remaining 0).
    */
   snapshot(send: (chunk: SnapshotChunk) => Promise<void>): Promise<void>;
+
+  // ---- Auth
+  /** The identity `c` stands for (undefined: none given). Throws AuthError invalidAuthToken. */
+  identify(c: Credentials, signal?: AbortSignal): Promise<AuthInfo | undefined>;
+  /**
+   * This API acting for `ai`: its reads are checked against ai's permissions at once, its writes
+   * carry ai to the check at apply.
+   */
+  withAuth(ai: AuthInfo | undefined): V3Server;
+  authEnabled(): boolean;
+  authStatus(): { enabled: boolean; authRevision: number };
+  /** etcd's IsAdminPermitted for this view's identity; throws AuthError. */
+  requireAdmin(): void;
+  /** Read permission on (key, rangeEnd) for this view's identity (a watch); throws AuthError. */
+  isRangePermitted(key: Uint8Array | undefined, rangeEnd: Uint8Array | undefined): void;
+  /** A bcrypt hash with --bcrypt-cost, off the event loop. */
+  hashPassword(password: string): Promise<string>;
+  authenticate(name: string, password: string, signal?: AbortSignal): Promise<Applied<{ token: string }>>;
+  /** Any other Auth request, through raft; the response is the request's body (roles, users, perm). */
+  authChange<T>(req: AuthChangeRequest, signal?: AbortSignal): Promise<Applied<T>>;
 
   // ---- Watch
   watchStream(): WatchStream;

@@ -20,7 +20,7 @@ const M1: Member = { id: 0x11, name: "n1", peerUrls: ["http://127.0.0.1:1"], cli
 const M2: Member = { id: 0x22, name: "n2", peerUrls: ["http://127.0.0.1:2"], clientUrls: [], isLearner: false };
 
 function setup() {
-  const { kv, lessor, alarms, membership } = memberStores();
+  const { kv, lessor, alarms, auth, tokens, membership } = memberStores();
   const confChanges: ConfChangeV2[] = [];
   let membershipChanges = 0;
   const applier = new Applier({
@@ -28,6 +28,8 @@ function setup() {
     lessor,
     membership,
     alarms,
+    auth,
+    tokens,
     logger: silentLogger(),
     initialMembers: new Map([[M1.id, M1]]),
     applyConfChange: (cc): ConfState => {

@@ -3,6 +3,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach } from "vitest";
+import { SimpleTokenProvider } from "../../src/auth/simple_token.js";
+import { AuthStore } from "../../src/auth/store.js";
 import { Backend } from "../../src/backend/backend.js";
 import { Lessor } from "../../src/lease/lessor.js";
 import { KvStore } from "../../src/mvcc/kvstore.js";
@@ -24,12 +26,15 @@ export function memberStores() {
   lessor.setRangeDeleter(kv);
   const watchable = new WatchableStore(kv);
   const alarms = new Alarms(backend);
+  const tokens = new SimpleTokenProvider({ ttlMs: 300_000, now: () => performance.now(), waitApplied: () => Promise.resolve() });
+  const auth = new AuthStore({ backend, tokens });
   const membership = new Membership(backend, 0x99);
   open.push(() => {
+    tokens.close();
     watchable.close();
     kv.close();
     backend.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
-  return { backend, lessor, kv, watchable, alarms, membership };
+  return { backend, lessor, kv, watchable, alarms, auth, tokens, membership };
 }

@@ -5,6 +5,7 @@
  * fake raft side (a ReadIndex the test releases, a proposer that records).
  */
 import { describe, expect, it } from "vitest";
+import { PasswordHasher } from "../../src/auth/password.js";
 import type { ApplyOutcome } from "../../src/server/apply.js";
 import type { ProposedRequest } from "../../src/server/raft_request.js";
 import { V3Api } from "../../src/server/v3_api.js";
@@ -12,7 +13,7 @@ import { memberStores } from "./stores.js";
 
 const b = (s: string) => Buffer.from(s);
 function setup() {
-  const { backend, lessor, kv, watchable, alarms, membership } = memberStores();
+  const { backend, lessor, kv, watchable, alarms, auth, tokens, membership } = memberStores();
   const reads: Array<() => void> = [];
   const proposed: ProposedRequest[] = [];
   let answer: ApplyOutcome = { revision: 1, response: {} };
@@ -31,6 +32,9 @@ function setup() {
     lessor,
     alarms,
     membership,
+    auth,
+    tokens,
+    passwords: new PasswordHasher({ cost: 4 }),
     backend,
     snapshots: { client: async () => Promise.reject(new Error("not used")) },
     leaderClient: { keepAlive: async () => 0, timeToLive: async () => Promise.reject(new Error("not used")) },

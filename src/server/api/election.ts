@@ -10,7 +10,8 @@ import type { KeyValue, LeaderKey, LeaderResponseInit, ResponseHeader } from "..
 import { GrpcError, Status } from "../../grpc/index.js";
 import { CompareResult, CompareTarget, EventType } from "../../mvcc/types.js";
 import type { V3Server } from "../v3_server.js";
-import { Errors } from "../errors.js";
+import { Errors, toEtcdError } from "../errors.js";
+import { authorized } from "./authorize.js";
 import { REQUIRE_LEADER_KEY, requireLeaderIfAsked } from "./guard.js";
 import { firstCreate, prefixRange, Session, viaClient } from "./lock.js";
 import { LeaderLossMonitor } from "./watch.js";
@@ -36,7 +37,7 @@ export function electionService(s: V3Server): MemberHandlers<"v3electionpb.Elect
     Campaign: (req, ctx) => {
       requireLeaderIfAsked(s, ctx);
       return viaClient(async () => {
-        const session = new Session(s, ctx.signal);
+        const session = new Session(await authorized(s, ctx), ctx.signal);
         const lease = await session.lease(req.lease ?? 0);
         return campaign(session, bytes(req.name), lease, bytes(req.value));
       });
@@ -46,7 +47,7 @@ export function electionService(s: V3Server): MemberHandlers<"v3electionpb.Elect
       requireLeaderIfAsked(s, ctx);
       return viaClient(async () => {
         if (req.leader == null) throw errMissingLeaderKey();
-        const session = new Session(s, ctx.signal);
+        const session = new Session(await authorized(s, ctx), ctx.signal);
         // etcd opens a session on the leader's lease first (granting one when it is 0).
         const lease = await session.lease(req.leader.lease ?? 0);
         return { header: await proclaim(session, req.leader, lease, bytes(req.value)) };
@@ -56,7 +57,7 @@ export function electionService(s: V3Server): MemberHandlers<"v3electionpb.Elect
     Leader: (req, ctx) => {
       requireLeaderIfAsked(s, ctx);
       return viaClient(async () => {
-        const r = await new Session(s, ctx.signal).get(firstCreate(prefixOf(req.name)));
+        const r = await new Session(await authorized(s, ctx), ctx.signal).get(firstCreate(prefixOf(req.name)));
         if (r.kvs.length === 0) throw errElectionNoLeader();
         return { header: r.header, kv: r.kvs[0] };
       });
@@ -76,11 +77,16 @@ export function electionService(s: V3Server): MemberHandlers<"v3electionpb.Elect
         },
       };
       if (ctx.metadata.get(REQUIRE_LEADER_KEY) === "true") monitor.add(bound);
-      return observe(new Session(s, stop.signal), prefixOf(req.name), call)
+      return authorized(s, ctx)
         .catch((e: unknown) => {
-          // etcd ends an observation whose reads or watches fail with OK; only cancellation is an error.
-          if (stop.signal.aborted) throw e;
+          throw toEtcdError(e);
         })
+        .then((as) =>
+          observe(new Session(as, stop.signal), prefixOf(req.name), call).catch((e: unknown) => {
+            // etcd ends an observation whose reads or watches fail with OK; only cancellation is an error.
+            if (stop.signal.aborted) throw e;
+          }),
+        )
         .finally(() => {
           monitor.delete(bound);
           ctx.signal.removeEventListener("abort", abort);
@@ -91,7 +97,7 @@ export function electionService(s: V3Server): MemberHandlers<"v3electionpb.Elect
       requireLeaderIfAsked(s, ctx);
       return viaClient(async () => {
         if (req.leader == null) throw errMissingLeaderKey();
-        const session = new Session(s, ctx.signal);
+        const session = new Session(await authorized(s, ctx), ctx.signal);
         await session.lease(req.leader.lease ?? 0);
         return { header: await resign(session, bytes(req.leader.key), req.leader.rev ?? 0) };
       });

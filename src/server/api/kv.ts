@@ -8,6 +8,7 @@ import { checkPutRequest, checkTxnRequest } from "../../mvcc/txn_check.js";
 import { putCost, txnCost, txnHasPut } from "../../mvcc/txn_rules.js";
 import { Errors } from "../errors.js";
 import type { V3Server } from "../v3_server.js";
+import { authorized } from "./authorize.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 import type { Quota } from "./quota.js";
@@ -18,7 +19,7 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (!req.key || req.key.length === 0) throw Errors.emptyKey();
-        const r = await s.range(req, ctx.signal);
+        const r = await (await authorized(s, ctx)).range(req, ctx.signal);
         return { header: header(s, r.revision), kvs: r.kvs, more: r.more, count: r.count };
       }),
 
@@ -27,7 +28,7 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
         requireLeaderIfAsked(s, ctx);
         checkPutRequest(req);
         await quota.check(putCost(req));
-        const { response, revision } = await s.put(req);
+        const { response, revision } = await (await authorized(s, ctx)).put(req);
         return { header: header(s, revision), ...response };
       }),
 
@@ -35,7 +36,7 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (!req.key || req.key.length === 0) throw Errors.emptyKey();
-        const { response, revision } = await s.deleteRange(req);
+        const { response, revision } = await (await authorized(s, ctx)).deleteRange(req);
         return { header: header(s, revision), ...response };
       }),
 
@@ -44,7 +45,7 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
         requireLeaderIfAsked(s, ctx);
         checkTxnRequest(req, s.limits.maxTxnOps);
         if (txnHasPut(req)) await quota.check(txnCost(req));
-        const { response, revision } = await s.txn(req, ctx.signal);
+        const { response, revision } = await (await authorized(s, ctx)).txn(req, ctx.signal);
         return { header: header(s, revision), ...response };
       }),
 
@@ -53,7 +54,7 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
         requireLeaderIfAsked(s, ctx);
         // A revision past 2^53 cannot be exact here; it is certainly in the future.
         if (!Number.isSafeInteger(req.revision ?? 0)) throw Errors.futureRev();
-        const { revision } = await s.compact(req, ctx.signal);
+        const { revision } = await (await authorized(s, ctx)).compact(req, ctx.signal);
         return { header: header(s, revision) };
       }),
   };

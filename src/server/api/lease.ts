@@ -7,6 +7,7 @@ import { Status, type MemberHandlers } from "../../grpc/index.js";
 import { MAX_LEASE_TTL_SEC } from "../../lease/ttl.js";
 import { Errors, toEtcdError } from "../errors.js";
 import type { V3Server } from "../v3_server.js";
+import { authorized } from "./authorize.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 import type { Quota } from "./quota.js";
@@ -19,14 +20,14 @@ export function leaseService(s: V3Server, quota: Quota): MemberHandlers<"etcdser
         await quota.check(0);
         // Checked before proposing: a TTL beyond 2^53 would not survive the trip through the log.
         if (req.TTL > MAX_LEASE_TTL_SEC) throw Errors.leaseTTLTooLarge();
-        const { response, revision } = await s.leaseGrant({ ID: req.ID, TTL: req.TTL }, ctx.signal);
+        const { response, revision } = await (await authorized(s, ctx)).leaseGrant({ ID: req.ID, TTL: req.TTL }, ctx.signal);
         return { header: header(s, revision), ...response };
       }),
 
     LeaseRevoke: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
-        const { revision } = await s.leaseRevoke(req.ID, ctx.signal);
+        const { revision } = await (await authorized(s, ctx)).leaseRevoke(req.ID, ctx.signal);
         return { header: header(s, revision) };
       }),
 
@@ -53,7 +54,7 @@ export function leaseService(s: V3Server, quota: Quota): MemberHandlers<"etcdser
     LeaseTimeToLive: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
-        const t = await s.leaseTimeToLive({ ID: req.ID, keys: req.keys });
+        const t = await (await authorized(s, ctx)).leaseTimeToLive({ ID: req.ID, keys: req.keys });
         return { header: header(s), ...t };
       }),
 

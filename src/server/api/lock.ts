@@ -26,6 +26,7 @@ import {
 } from "../../mvcc/types.js";
 import type { V3Server } from "../v3_server.js";
 import { Errors, toEtcdError } from "../errors.js";
+import { authorized } from "./authorize.js";
 import { requireLeaderIfAsked } from "./guard.js";
 import { header, type ResponseHeader } from "./header.js";
 
@@ -53,7 +54,7 @@ export function lockService(s: V3Server): MemberHandlers<"v3lockpb.Lock"> {
     Lock: (req, ctx) => {
       requireLeaderIfAsked(s, ctx);
       return viaClient(async () => {
-        const session = new Session(s, ctx.signal);
+        const session = new Session(await authorized(s, ctx), ctx.signal);
         const lease = await session.lease(req.lease ?? 0);
         const m = await lock(session, Buffer.from(req.name ?? new Uint8Array(0)), lease);
         return { header: m.header, key: m.key };
@@ -63,7 +64,7 @@ export function lockService(s: V3Server): MemberHandlers<"v3lockpb.Lock"> {
     Unlock: (req, ctx) => {
       requireLeaderIfAsked(s, ctx);
       return viaClient(async () => {
-        const session = new Session(s, ctx.signal);
+        const session = new Session(await authorized(s, ctx), ctx.signal);
         return { header: await session.del(Buffer.from(req.key ?? new Uint8Array(0))) };
       });
     },

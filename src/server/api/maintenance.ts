@@ -7,6 +7,7 @@ import { AlarmAction, AlarmType } from "../alarms.js";
 import { ETCD_API_VERSION } from "../config.js";
 import { Errors } from "../errors.js";
 import type { V3Server } from "../v3_server.js";
+import { requireAdminUnmapped } from "./authorize.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 
@@ -40,22 +41,25 @@ export function maintenanceService(s: V3Server): MemberHandlers<"etcdserverpb.Ma
       }),
 
     Hash: (_req, ctx) =>
-      guarded(() => {
+      guarded(async () => {
         requireLeaderIfAsked(s, ctx);
+        await requireAdminUnmapped(s, ctx);
         const h = s.hash();
         return { header: header(s, h.revision), hash: h.hash };
       }),
 
     HashKV: (req, ctx) =>
-      guarded(() => {
+      guarded(async () => {
         requireLeaderIfAsked(s, ctx);
+        await requireAdminUnmapped(s, ctx);
         const h = s.hashKV(req.revision);
         return { header: header(s, h.revision), hash: h.hash, compactRevision: h.compactRevision };
       }),
 
     Defragment: (_req, ctx) =>
-      guarded(() => {
+      guarded(async () => {
         requireLeaderIfAsked(s, ctx);
+        await requireAdminUnmapped(s, ctx);
         s.defragment();
         // etcd 3.4 answers an empty DefragmentResponse, header included.
         return {};
@@ -85,6 +89,7 @@ export function maintenanceService(s: V3Server): MemberHandlers<"etcdserverpb.Ma
  */
 async function streamSnapshot(s: V3Server, call: ServerWritable<SnapshotResponseInit>, ctx: CallContext): Promise<void> {
   requireLeaderIfAsked(s, ctx);
+  await requireAdminUnmapped(s, ctx);
   const hdr = header(s);
   await s.snapshot(async (chunk) => {
     ctx.signal.throwIfAborted(); // the client is gone: stop reading the backend

@@ -12,9 +12,10 @@ import type { EventInit, WatchCreateRequest, WatchRequest, WatchResponseInit } f
 import type { WatchStream } from "../../mvcc/watch_stream.js";
 import type { WatchResponse as MvccWatchResponse } from "../../mvcc/watcher.js";
 import { NONE } from "../../raft/types.js";
-import type { V3Server } from "../v3_server.js";
+import type { Credentials, V3Server } from "../v3_server.js";
 import { Errors } from "../errors.js";
 import { loadMemberCodecs } from "../../pb/protos.js";
+import { credentialsOf } from "./authorize.js";
 import { REQUIRE_LEADER_KEY, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 
@@ -28,7 +29,7 @@ export function watchService(s: V3Server): MemberHandlers<"etcdserverpb.Watch"> 
   return {
     Watch: (call, ctx) => {
       requireLeaderIfAsked(s, ctx);
-      const sws = new ServerWatchStream(s, call);
+      const sws = new ServerWatchStream(s, call, credentialsOf(ctx), ctx.signal);
       if (ctx.metadata.get(REQUIRE_LEADER_KEY) === "true") monitor.add(sws);
       sws.onClose(() => monitor.delete(sws));
       // etcd keeps a stream whose client half-closed: only cancellation or disconnect end it.
@@ -149,10 +150,15 @@ class ServerWatchStream implements LeaderBound {
   private readonly maxResponseBytes: number;
   private closed = false;
   private readonly closeListeners: Array<() => void> = [];
+  /** Requests behind a create waiting for its permission check (handled in arrival order). */
+  private queued = 0;
+  private queue: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly s: V3Server,
     private readonly call: BidiCall<WatchRequest, WatchResponseInit>,
+    private readonly credentials: Credentials,
+    private readonly signal: AbortSignal,
   ) {
     this.ws = s.watchStream();
     this.maxResponseBytes = s.limits.maxRequestBytes + GRPC_OVERHEAD_BYTES;
@@ -182,6 +188,44 @@ class ServerWatchStream implements LeaderBound {
 
   private onRequest(req: WatchRequest): void {
     if (this.closed || this.call.ended) return;
+    // etcd checks each create against the identity the stream's token stands for at that moment;
+    // with no token and auth disabled there is nothing to wait for.
+    const check = req.createRequest != null && (this.credentials.token !== undefined || this.s.authEnabled());
+    if (!check && this.queued === 0) return this.handle(req);
+    this.queued++;
+    this.queue = this.queue.then(async () => {
+      try {
+        if (req.createRequest != null && check && !(await this.isWatchPermitted(req.createRequest))) {
+          if (this.closed || this.call.ended) return;
+          const rev = this.s.currentRevision();
+          this.control({
+            header: header(this.s, rev),
+            watchId: req.createRequest.watchId,
+            created: true,
+            canceled: true,
+            cancelReason: Errors.permissionDenied().message,
+          });
+          return;
+        }
+        if (!this.closed && !this.call.ended) this.handle(req);
+      } finally {
+        this.queued--;
+      }
+    });
+  }
+
+  /** etcd's isWatchPermitted: a bad token or a missing read permission refuses the create. */
+  private async isWatchPermitted(creq: WatchCreateRequest): Promise<boolean> {
+    try {
+      const ai = await this.s.identify(this.credentials, this.signal);
+      this.s.withAuth(ai).isRangePermitted(creq.key, creq.rangeEnd);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  private handle(req: WatchRequest): void {
     if (req.createRequest != null) this.create(req.createRequest);
     else if (req.cancelRequest != null) this.cancel(req.cancelRequest.watchId ?? 0);
     else if (req.progressRequest != null) this.ws.requestProgress();

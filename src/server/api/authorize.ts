@@ -1,0 +1,39 @@
+/**
+ * Who a call comes from (etcd's AuthInfoFromCtx at the API edge): the token in its metadata, else
+ * (with --client-cert-auth) its verified client certificate's common name, resolved once per
+ * request into a view of the member that acts for that identity. A call without credentials on a
+ * member with auth disabled costs nothing here.
+ */
+import { AuthError } from "../../auth/errors.js";
+import type { CallContext } from "../../grpc/index.js";
+import { unmappedAuthError } from "../errors.js";
+import type { Credentials, V3Server } from "../v3_server.js";
+
+/** etcd's rpctypes.TokenFieldNameGRPC and TokenFieldNameSwagger (the gateway's header). */
+export const TOKEN_KEY = "token";
+export const AUTHORIZATION_KEY = "authorization";
+
+export function credentialsOf(ctx: CallContext): Credentials {
+  const token = ctx.metadata.get(TOKEN_KEY) ?? ctx.metadata.get(AUTHORIZATION_KEY);
+  return token === undefined ? {} : { token };
+}
+
+/** The member acting for the call's identity; throws "invalid auth token" for a bad token. */
+export async function authorized(s: V3Server, ctx: CallContext): Promise<V3Server> {
+  const c = credentialsOf(ctx);
+  if (c.token === undefined && c.certCommonName === undefined && !s.authEnabled()) return s;
+  return s.withAuth(await s.identify(c, ctx.signal));
+}
+
+/**
+ * etcd 3.4's maintenance check (authMaintenanceServer.isAuthenticated): root only, and its auth
+ * errors go to the client unmapped, code Unknown with the store's text ("auth: permission denied").
+ */
+export async function requireAdminUnmapped(s: V3Server, ctx: CallContext): Promise<void> {
+  try {
+    (await authorized(s, ctx)).requireAdmin();
+  } catch (e) {
+    if (e instanceof AuthError) throw unmappedAuthError(e);
+    throw e;
+  }
+}
