@@ -64,8 +64,10 @@ export function clients(endpoint: string) {
     maintenance: new (serviceCtor("etcdserverpb.Maintenance"))(endpoint, creds, opts),
     cluster: new (serviceCtor("etcdserverpb.Cluster"))(endpoint, creds, opts),
     watch: new (serviceCtor("etcdserverpb.Watch"))(endpoint, creds, opts),
+    auth: new (serviceCtor("etcdserverpb.Auth"))(endpoint, creds, opts),
+    lock: new (serviceCtor("v3lockpb.Lock"))(endpoint, creds, opts),
     close(): void {
-      for (const c of [this.kv, this.lease, this.maintenance, this.cluster, this.watch]) c.close();
+      for (const c of [this.kv, this.lease, this.maintenance, this.cluster, this.watch, this.auth, this.lock]) c.close();
     },
   };
 }

@@ -200,10 +200,11 @@ class ServerWatchStream implements LeaderBound {
           const rev = this.s.currentRevision();
           this.control({
             header: header(this.s, rev),
-            watchId: req.createRequest.watchId,
+            watchId: INVALID_WATCH_ID,
             created: true,
             canceled: true,
-            cancelReason: Errors.permissionDenied().message,
+            // etcd sends the gRPC error's Error() text: "rpc error: code = PermissionDenied desc = ...".
+            cancelReason: `rpc error: code = PermissionDenied desc = ${Errors.permissionDenied().message}`,
           });
           return;
         }
