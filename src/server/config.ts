@@ -23,7 +23,7 @@ import { securitySpecsBesides, unsupportedSecurityFlag } from "./tls/flags.js";
 import { hasServingCert, tlsAskedWithoutTlsUrl, type TlsConfig, tlsConfigFromFlags } from "./tls/config.js";
 import { tlsUrlWithoutCert } from "./tls/url_check.js";
 import { OPS_FLAG_SPECS, opsConfig, refineUnknownFlag, unsupportedEtcdEnv, type OpsConfig } from "./config_ops.js";
-import { AUTH_FLAG_SPECS, authConfig, type AuthConfig } from "./config_auth.js";
+import { authConfig, type AuthConfig } from "./config_auth.js";
 
 export { ConfigError } from "./flags.js";
 
@@ -187,7 +187,6 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   { group: EXPERIMENTAL, name: "experimental-watch-progress-notify-interval", kind: "duration", defaultValue: "10m", usage: "Duration of periodical watch progress notification." },
 
   ...OPS_FLAG_SPECS,
-  ...AUTH_FLAG_SPECS,
 
   { group: "", name: "version", kind: "bool", defaultValue: "false", usage: "Print the version and exit." },
 ];

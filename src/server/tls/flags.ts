@@ -63,6 +63,10 @@ export const SUPPORTED_SECURITY_FLAGS: ReadonlySet<string> = new Set<string>([
   "peer-cert-allowed-hostname",
   "peer-auto-tls",
   "peer-crl-file",
+  // Authentication (src/auth, src/server/config_auth.ts).
+  "auth-token",
+  "bcrypt-cost",
+  "auth-token-ttl",
 ]);
 
 /**
