@@ -287,6 +287,8 @@ describe("permissions", () => {
     expect(await ok(...U1, "endpoint", "status")).toContain("true, false");
     expect(await ok(...U1, "alarm", "list")).toBe("");
     expect(await ok(...U1, "member", "list")).toContain("started, n1");
+    expect(await fails(...U1, "member", "add", "n9", "--peer-urls=http://127.0.0.1:9")).toBe("Error: etcdserver: permission denied");
+    expect(await fails(...U1, "member", "remove", "1234")).toBe("Error: etcdserver: permission denied");
     expect(await ok(...ROOT, "defrag")).toContain("Finished defragmenting etcd member");
     expect(await ok(...ROOT, "endpoint", "hash")).toContain(ep);
   });

@@ -25,6 +25,11 @@ export async function authorized(s: V3Server, ctx: CallContext): Promise<V3Serve
   return s.withAuth(await s.identify(c, ctx.signal));
 }
 
+/** etcd's checkMembershipOperationPermission: member changes need the root role. */
+export async function requireAdmin(s: V3Server, ctx: CallContext): Promise<void> {
+  (await authorized(s, ctx)).requireAdmin();
+}
+
 /**
  * etcd 3.4's maintenance check (authMaintenanceServer.isAuthenticated): root only, and its auth
  * errors go to the client unmapped, code Unknown with the store's text ("auth: permission denied").

@@ -8,6 +8,7 @@ import type { MemberInit } from "../../pb/member-types.js";
 import type { Member } from "../member.js";
 import { checkPeerUrls } from "../reconfigure.js";
 import type { V3Server } from "../v3_server.js";
+import { requireAdmin } from "./authorize.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 
@@ -24,8 +25,9 @@ export function clusterService(s: V3Server): MemberHandlers<"etcdserverpb.Cluste
         // etcd's cluster server header carries no revision.
         return { header: { ...header(s), revision: 0 }, members: members.map(memberPb) };
       }),
-    MemberAdd: (req) =>
+    MemberAdd: (req, ctx) =>
       guarded(async () => {
+        await requireAdmin(s, ctx);
         checkPeerUrls(req.peerURLs);
         const { member, members } = await s.memberAdd(req.peerURLs, req.isLearner);
         return {
@@ -34,18 +36,21 @@ export function clusterService(s: V3Server): MemberHandlers<"etcdserverpb.Cluste
           members: members.map(memberPb),
         };
       }),
-    MemberRemove: (req) =>
+    MemberRemove: (req, ctx) =>
       guarded(async () => {
+        await requireAdmin(s, ctx);
         const members = await s.memberRemove(req.ID);
         return { header: header(s), members: members.map(memberPb) };
       }),
-    MemberUpdate: (req) =>
+    MemberUpdate: (req, ctx) =>
       guarded(async () => {
+        await requireAdmin(s, ctx);
         const members = await s.memberUpdate(req.ID, req.peerURLs);
         return { header: header(s), members: members.map(memberPb) };
       }),
-    MemberPromote: (req) =>
+    MemberPromote: (req, ctx) =>
       guarded(async () => {
+        await requireAdmin(s, ctx);
         const members = await s.memberPromote(req.ID);
         return { header: header(s), members: members.map(memberPb) };
       }),
