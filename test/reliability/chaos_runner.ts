@@ -29,6 +29,8 @@ export interface ChaosOptions {
   faults: readonly FaultKind[];
   /** Fault order: random draws (default) or every kind in turn. */
   faultOrder?: "random" | "cycle";
+  /** Whom faults hit: the leader half of the time ("any", the default), or followers only. */
+  faultTargets?: "any" | "followers";
   /** Where violation files and the history go (default: a directory under the OS temp dir). */
   outDir?: string;
   clients?: number;
@@ -179,7 +181,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       readBack.sync();
       return Math.min(wl.minWatcherCovered(), readBack.compactionBound(wl.recorder.inflightFloor()));
     };
-    injector = new FaultInjector(cluster, rng(Math.floor(r() * 2 ** 31)), { kinds: opts.faults, electionMs, log, order: opts.faultOrder ?? "random", compactBelow });
+    injector = new FaultInjector(cluster, rng(Math.floor(r() * 2 ** 31)), { kinds: opts.faults, electionMs, log, order: opts.faultOrder ?? "random", targets: opts.faultTargets ?? "any", compactBelow });
     const end = Date.now() + opts.durationS * 1000;
     let sweeping = true;
     const sweeper = (async () => {

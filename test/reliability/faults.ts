@@ -37,6 +37,8 @@ export interface FaultInjectorOptions {
   compactBelow?: () => number;
   /** "random": each fault drawn at random; "cycle": every kind in turn, reshuffled each round (short runs see all kinds). */
   order?: "random" | "cycle";
+  /** "any": the leader half of the time; "followers": never the leader (a mutation test's lagging follower). */
+  targets?: "any" | "followers";
   log?: (line: string) => void;
 }
 
@@ -91,6 +93,10 @@ export class FaultInjector {
   }
 
   private async target(): Promise<{ m: ChaosMember; leader: boolean }> {
+    if (this.opts.targets === "followers") {
+      const l = await this.cluster.leader();
+      return { m: pick(this.r, this.cluster.members.filter((o) => o !== l)), leader: false };
+    }
     if (this.r() < 0.5) {
       const l = await this.cluster.leader();
       if (l !== undefined) return { m: l, leader: true };

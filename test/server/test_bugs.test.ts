@@ -17,8 +17,9 @@ describe("test-only bugs (src/server/test_bugs.ts)", () => {
 
   it("a known bug with the flag; an unknown one refused", () => {
     expect(testBugsFromEnv({ ETCETERA_TEST_BUG: "follower-local-read", ETCETERA_TEST_BUGS_ALLOWED: "1" })).toEqual({ bugs: new Set(["follower-local-read"]) });
+    expect(testBugsFromEnv({ ETCETERA_TEST_BUG: "follower-local-read,wal-no-sync", ETCETERA_TEST_BUGS_ALLOWED: "1" })).toEqual({ bugs: new Set(["follower-local-read", "wal-no-sync"]) });
     expect(testBugsFromEnv({ ETCETERA_TEST_BUG: "drop-writes", ETCETERA_TEST_BUGS_ALLOWED: "1" })).toEqual({
-      error: 'ETCETERA_TEST_BUG: unknown test bug "drop-writes" (known: follower-local-read)',
+      error: 'ETCETERA_TEST_BUG: unknown test bug "drop-writes" (known: follower-local-read, wal-no-sync)',
     });
   });
 
