@@ -13,9 +13,15 @@ import type { Credentials, V3Server } from "../v3_server.js";
 export const TOKEN_KEY = "token";
 export const AUTHORIZATION_KEY = "authorization";
 
+/**
+ * The token wins over the certificate (etcd's AuthInfoFromCtx tries the token first); a common
+ * name is only there for a certificate the TLS layer verified (--client-cert-auth).
+ */
 export function credentialsOf(ctx: CallContext): Credentials {
   const token = ctx.metadata.get(TOKEN_KEY) ?? ctx.metadata.get(AUTHORIZATION_KEY);
-  return token === undefined ? {} : { token };
+  if (token !== undefined) return { token };
+  const cn = ctx.clientCertCommonName;
+  return cn === undefined ? {} : { certCommonName: cn };
 }
 
 /** The member acting for the call's identity; throws "invalid auth token" for a bad token. */
