@@ -15,6 +15,7 @@
  * the applier wakes the handler waiting on the request id.
  */
 import { peerTransportTls } from "./tls/peer_tls.js";
+import { leaderClientTls } from "./tls/leader_tls.js";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -143,7 +144,7 @@ export class EtcdServer {
     this.clusterId = identity.clusterId;
     this.initialMembers = new Map(identity.members.map((m) => [m.id, m]));
     this.requestTimeoutMs = 5000 + 2 * o.config.electionMs;
-    this.leaderClient = new LeaderClient(this.requestTimeoutMs);
+    this.leaderClient = new LeaderClient(this.requestTimeoutMs, leaderClientTls(o.config.tls.client, o.config.dataDir));
     this.ready = new Promise((r) => (this.readyResolve = r));
 
     mkdirSync(o.config.snapDir, { recursive: true });

@@ -17,6 +17,7 @@ import type {
 import type { NodeId } from "../raft/types.js";
 import { EtcdError, Errors } from "./errors.js";
 import { loadMemberCodecs } from "../pb/protos.js";
+import type { LeaderTls } from "./tls/leader_tls.js";
 
 function method<Req, Res>(path: string, req: MessageCodec<Req>, res: MessageCodec<Res>, responseStream = false, requestStream = false) {
   return {
@@ -77,7 +78,11 @@ export class LeaderClient {
   private stream: grpcTypes.ClientDuplexStream<LeaseKeepAliveRequestInit, LeaseKeepAliveResponse> | undefined;
   private readonly pending: Array<{ resolve(ttl: number): void; reject(e: Error): void }> = [];
 
-  constructor(private readonly timeoutMs: number) {}
+  constructor(
+    private readonly timeoutMs: number,
+    /** For an https:// leader client URL (src/server/tls/leader_tls.ts). */
+    private readonly tls?: LeaderTls,
+  ) {}
 
   private async clientFor(leader: NodeId, url: string): Promise<LeaseClient> {
     if (this.client !== undefined && this.leader === leader) return this.client;
@@ -86,7 +91,11 @@ export class LeaderClient {
     this.close();
     Ctor ??= grpc.makeGenericClientConstructor(leaderMethodsDefinition(), "Leader");
     const target = url.replace(/^https?:\/\//, "");
-    this.client = new Ctor(target, grpc.credentials.createInsecure()) as unknown as LeaseClient;
+    const t = this.tls;
+    const credentials = url.startsWith("https://")
+      ? grpc.credentials.createSsl(t?.rootCerts ?? null, t?.key ?? null, t?.cert ?? null, { rejectUnauthorized: t?.rejectUnauthorized ?? true })
+      : grpc.credentials.createInsecure();
+    this.client = new Ctor(target, credentials) as unknown as LeaseClient;
     this.leader = leader;
     return this.client;
   }

@@ -60,6 +60,29 @@ describe("peer TLS", () => {
     await Promise.all(members.map((m) => m.kill()));
   });
 
+  it("TLS on both ports: every member serves etcdctl with a client certificate, a follower's lease keep-alive reaches the leader", async () => {
+    const specs = await peerTlsCluster(join(dir, "both-cluster"), 3, "peer-tls-both", "https");
+    const client = makeLeaf(ca, "both-client");
+    const members = specs.map((s) => {
+      const leaf = makeLeaf(ca, `both-${s.name}`);
+      const files = [`--cert-file=${leaf.cert}`, `--key-file=${leaf.key}`, `--trusted-ca-file=${ca.cert}`, "--client-cert-auth"];
+      return start(s, [...files, `--peer-cert-file=${leaf.cert}`, `--peer-key-file=${leaf.key}`, `--peer-trusted-ca-file=${ca.cert}`, "--peer-client-cert-auth"]);
+    });
+    await Promise.all(members.map((m) => m.waitReady()));
+    const tls = [`--cacert=${ca.cert}`, `--cert=${client.cert}`, `--key=${client.key}`];
+    for (const s of specs) {
+      const ep = `https://127.0.0.1:${s.clientPort}`;
+      const grant = await etcdctl(ep, [...tls, "lease", "grant", "60"]);
+      const id = /lease ([0-9a-f]+) granted/.exec(grant.stdout)?.[1];
+      expect(id, grant.stderr).toBeDefined();
+      const keep = await etcdctl(ep, [...tls, "lease", "keep-alive", "--once", id!]);
+      expect(keep.stdout, `${s.name}: ${keep.stderr}`).toContain(`lease ${id} keepalived with TTL(60)`);
+      const put = await etcdctl(ep, [...tls, "put", `both-${s.name}`, "v"]);
+      expect(put.stdout.trim()).toBe("OK");
+    }
+    await Promise.all(members.map((m) => m.kill()));
+  });
+
   it("three members with --peer-auto-tls replicate and make their certificates in <data-dir>/fixtures/peer", async () => {
     const specs = await peerTlsCluster(join(dir, "auto-cluster"), 3, "peer-tls-auto");
     const members = specs.map((s) => start(s, ["--peer-auto-tls"]));

@@ -61,7 +61,7 @@ export interface TlsClusterMember {
 }
 
 /** Flags of an `n`-member cluster on free ports: https:// peer URLs, http:// client URLs. */
-export async function peerTlsCluster(dir: string, n: number, token: string): Promise<TlsClusterMember[]> {
+export async function peerTlsCluster(dir: string, n: number, token: string, clientScheme = "http"): Promise<TlsClusterMember[]> {
   const specs: { name: string; clientPort: number; peerPort: number }[] = [];
   for (let i = 1; i <= n; i++) specs.push({ name: `n${i}`, clientPort: await reservePort(), peerPort: await reservePort() });
   const initialCluster = specs.map((s) => `${s.name}=https://127.0.0.1:${s.peerPort}`).join(",");
@@ -71,8 +71,8 @@ export async function peerTlsCluster(dir: string, n: number, token: string): Pro
     args: [
       `--name=${s.name}`,
       `--data-dir=${dir}/${s.name}.etcd`,
-      `--listen-client-urls=http://127.0.0.1:${s.clientPort}`,
-      `--advertise-client-urls=http://127.0.0.1:${s.clientPort}`,
+      `--listen-client-urls=${clientScheme}://127.0.0.1:${s.clientPort}`,
+      `--advertise-client-urls=${clientScheme}://127.0.0.1:${s.clientPort}`,
       `--listen-peer-urls=https://127.0.0.1:${s.peerPort}`,
       `--initial-advertise-peer-urls=https://127.0.0.1:${s.peerPort}`,
       `--initial-cluster=${initialCluster}`,
