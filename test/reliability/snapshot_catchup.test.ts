@@ -156,10 +156,18 @@ async function runCatchUp(cut: Cut): Promise<void> {
   }));
   const readBack = new ReadBack(readers);
   readBack.follow(ops);
+  // Failed twice in one clean CI run at load ~30 (not reproduced since): a timeout says which member
+  // held which writes back, how far each had applied, and what the follower last logged.
   await eventually(async () => {
     await readBack.sweep();
     return readBack.pendingCount() === 0 ? true : undefined;
-  }, 60_000, "every write read back on every member");
+  }, 60_000, "every write read back on every member").catch(async (e: unknown) => {
+    const revisions = await Promise.all(cs.map((c) => c.localRevision("w/", TIMEOUT_MS).catch((err: unknown) => String(err))));
+    throw new Error(
+      `${String(e)}; pending by member ${JSON.stringify(readBack.pendingByMember())}, lowest pending revision ${readBack.lowestPending()}, ` +
+        `applied revisions ${members.map((m, i) => `${m.spec.name}=${revisions[i]}`).join(" ")}; follower ${follower.spec.name} last logged:\n${follower.log.slice(-3000)}`,
+    );
+  });
   expect(readBack.writes).toBeGreaterThan(WRITES_WHILE_DOWN);
   expect(readBack.lost, readBack.lost.slice(0, 5).join("\n")).toEqual([]);
   expect(readBack.unverified).toEqual([]);
@@ -173,7 +181,9 @@ async function runCatchUp(cut: Cut): Promise<void> {
     }),
   );
   expect(new Set(hashes).size, `HashKV at ${rev}: ${hashes.join(", ")}`).toBe(1);
-  await eventually(async () => (members.every((m) => leftovers(m).length === 0) ? true : undefined), 30_000, "no temporary or staged image left");
+  await eventually(async () => (members.every((m) => leftovers(m).length === 0) ? true : undefined), 30_000, "no temporary or staged image left").catch((e: unknown) => {
+    throw new Error(`${String(e)}: ${members.map((m) => `${m.spec.name}: ${leftovers(m).join(", ") || "none"}`).join("; ")}\n${members.map((m) => `==== ${m.spec.name}\n${m.log.slice(-1500)}`).join("\n")}`);
+  });
   const big = await cs[fi]!.readAt([{ key: `big/${BIG_VALUES - 1}`, revision: rev }], TIMEOUT_MS);
   expect(big[0]?.value.length).toBe(64 * 1024);
 }
