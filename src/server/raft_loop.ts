@@ -247,8 +247,13 @@ export class RaftLoop {
     // Every store (leases, keys, alarms, members) reloads from the image; watchers catch up.
     const consistentIndex = await this.o.snapshots.install(index);
     this.confState = confState;
-    // The image may hold entries past the snapshot (it was copied when sent): those count as applied.
-    this.appliedIndex = Math.max(index, consistentIndex);
+    // The image may hold entries past the snapshot (it was copied when sent, after the snapshot's
+    // index). They are not counted as applied: raft's log may not hold them yet, and a snapshot
+    // taken at such an index failed ("snapshot N is out of bound lastindex(M)", the member stopped).
+    // They come as committed entries like any other; the applier skips what the backend already
+    // holds (its consistent index) and still hands conf changes to raft, as etcd does.
+    if (consistentIndex < index) throw new Error(`installed snapshot image holds entries up to ${consistentIndex} only, older than the snapshot's index ${index}`);
+    this.appliedIndex = index;
     this.snapshotIndex = index;
     this.o.onSnapshotInstalled();
     this.o.logger.info({ index, appliedIndex: this.appliedIndex }, "applied incoming snapshot");
