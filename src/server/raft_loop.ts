@@ -40,7 +40,7 @@ export interface RaftLoopOptions {
   proposals: Proposals;
   readIndex: ReadIndex;
   applyWait: WaitTime;
-  snapshots: Pick<Snapshots, "take" | "stage" | "install" | "image">;
+  snapshots: Pick<Snapshots, "take" | "stage" | "install" | "image" | "discardReceivedUpTo">;
   /** --snapshot-count. */
   snapshotCount: number;
   /** How long a leadership transfer may take. */
@@ -217,6 +217,7 @@ export class RaftLoop {
     if (!sendEarly) this.send(rd.messages);
     if (snapshot !== undefined) await this.installSnapshot(snapshot.metadata.index, snapshot.metadata.confState);
     await this.applyEntries(late);
+    await this.o.snapshots.discardReceivedUpTo(this.committedIndex);
     if (rd.readStates.length > 0) this.o.readIndex.onReadStates(rd.readStates);
     this.o.raw.advance(rd);
     this.campaignIfAlone();

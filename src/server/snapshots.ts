@@ -59,7 +59,8 @@ export interface SnapshotsOptions {
 export class Snapshots {
   private seq = 0;
   /** Received images not yet staged, by reception id. */
-  private readonly received = new Map<string, string>();
+  /** Images received and fsynced, not yet taken by raft: the reception's id → file and snapshot index. */
+  private readonly received = new Map<string, { path: string; index: number }>();
   private readonly metrics: SnapshotMetrics;
   private installingNow = false;
 
@@ -158,7 +159,7 @@ export class Snapshots {
         this.o.timings?.fsync((performance.now() - syncStartMs) / 1000);
         await close();
         this.o.timings?.save((performance.now() - startMs) / 1000);
-        this.received.set(id, path);
+        this.received.set(id, { path, index: m.snapshot!.metadata.index });
         const data = Buffer.concat([RECEIVED_PREFIX, Buffer.from(id)]);
         return { ...m, snapshot: { metadata: m.snapshot!.metadata, data } };
       },
@@ -171,6 +172,21 @@ export class Snapshots {
         await rm(path, { force: true });
       },
     };
+  }
+
+  /**
+   * Removes received images raft can no longer take: raft refuses a snapshot at or below its
+   * commit index, so an image received for such an index (the member caught up from the log
+   * meanwhile, or a second transfer raced the first) would otherwise stay on disk until the next
+   * snapshot is staged. An image raft did take was staged before this runs for that Ready.
+   */
+  async discardReceivedUpTo(committed: number): Promise<void> {
+    for (const [id, r] of this.received) {
+      if (r.index > committed) continue;
+      this.received.delete(id);
+      await rm(r.path, { force: true });
+      this.o.logger.info({ index: r.index, committed }, "removed a received database snapshot raft did not take");
+    }
   }
 
   /**
@@ -190,7 +206,7 @@ export class Snapshots {
       const received = this.received.get(id);
       if (received === undefined) throw new Error(`raft accepted snapshot ${snap.metadata.index} received as ${id}, but no such image was received`);
       this.received.delete(id);
-      source = received;
+      source = received.path;
     } else {
       source = `${path}.tmp`;
       const fh = await open(source, "w");
@@ -205,7 +221,7 @@ export class Snapshots {
     await fsyncPath(this.o.snapDir);
     for (const [id, stale] of this.received) {
       this.received.delete(id);
-      await rm(stale, { force: true });
+      await rm(stale.path, { force: true });
     }
     this.o.logger.info({ index: snap.metadata.index, term: snap.metadata.term }, "staged received database snapshot");
     return { metadata: snap.metadata, data: new Uint8Array(0) };

@@ -41,6 +41,7 @@ function setup(o: { snapshotCount?: number; failPersist?: () => boolean } = {}) 
   const snapshots: RaftLoopOptions["snapshots"] = {
     take: async (index: number) => void t.taken.push(index),
     stage: async (s: Snapshot) => s,
+    discardReceivedUpTo: async () => undefined,
     install: async () => 0,
     image: async (m: Message) => ({ message: m, body: memorySnapshotBody(new Uint8Array(0)) }),
   };
