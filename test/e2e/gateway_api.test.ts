@@ -7,24 +7,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { b64, normalizeIds, openStream, post, request, type JsonObject } from "./gateway_client.js";
 import { gatewayPaths } from "../../src/gateway/index.js";
+import { gatewayHeader, useGatewayMember } from "./gateway_member.js";
 import { Cluster } from "./harness.js";
 
-let cluster: Cluster;
-let ep: string;
-
-beforeAll(async () => {
-  cluster = await Cluster.create({ size: 1 });
-  await cluster.start();
-  ep = cluster.members[0]!.endpoint;
-});
-afterAll(async () => {
-  await cluster?.destroy();
-});
-
-const hdr = (revision: string) => ({ cluster_id: "<id>", member_id: "<id>", revision, raft_term: "2" });
+const gw = useGatewayMember();
+const hdr = gatewayHeader;
 
 async function ok(path: string, body: unknown): Promise<JsonObject> {
-  const r = await post(ep, path, body);
+  const r = await post(gw.endpoint, path, body);
   expect(r.status, `${path}: ${r.answer.body}`).toBe(200);
   return r.json;
 }
@@ -59,7 +49,7 @@ describe("Lease over the JSON gateway", () => {
 
 describe("Cluster and Maintenance over the JSON gateway", () => {
   it("member list: etcd's camelCase proto names (peerURLs, clientURLs), a header without a revision", async () => {
-    const m = cluster.members[0]!;
+    const m = gw.member;
     expect(normalizeIds(await ok("/v3/cluster/member/list", {}))).toEqual({
       header: { cluster_id: "<id>", member_id: "<id>", raft_term: "2" },
       members: [{ ID: "<id>", name: "n1", peerURLs: [`http://127.0.0.1:${m.spec.peerPort}`], clientURLs: [m.clientUrl] }],
@@ -84,7 +74,7 @@ describe("Cluster and Maintenance over the JSON gateway", () => {
   });
 
   it("snapshot: a stream of {result: {blob}} chunks, the last with remaining_bytes left out", async () => {
-    const r = await request(ep, "/v3/maintenance/snapshot", "{}");
+    const r = await request(gw.endpoint, "/v3/maintenance/snapshot", "{}");
     expect(r.status).toBe(200);
     expect(r.headers["content-type"]).toBe("application/json");
     const lines = r.body.trim().split("\n").map((l) => JSON.parse(l) as { result: JsonObject });
@@ -117,14 +107,14 @@ describe("lock and election over the JSON gateway", () => {
     expect(normalizeIds(await ok("/v3/election/leader", { name }))).toEqual({ header: hdr("6"), kv });
     expect(normalizeIds(await ok("/v3/election/proclaim", { leader, value: b64("v2") }))).toEqual({ header: hdr("7") });
     // Observe never ends by itself: read its first chunk, then hang up.
-    const observe = await openStream(ep, "/v3/election/observe", [JSON.stringify({ name })]);
+    const observe = await openStream(gw.endpoint, "/v3/election/observe", [JSON.stringify({ name })]);
     const first = await observe.next();
     observe.close();
     expect(normalizeIds(first)).toEqual({
       result: { header: hdr("7"), kv: { ...kv, mod_revision: "7", version: "2", value: b64("v2") } },
     });
     expect(normalizeIds(await ok("/v3/election/resign", { leader }))).toEqual({ header: hdr("8") });
-    const none = await post(ep, "/v3/election/leader", { name });
+    const none = await post(gw.endpoint, "/v3/election/leader", { name });
     expect([none.status, none.json]).toEqual([500, { error: "election: no leader", message: "election: no leader", code: 2 }]);
   });
 });
@@ -164,7 +154,7 @@ describe("every path of etcd 3.4's gateway", () => {
     expect(paths.length).toBe(48);
     for (const path of paths) {
       if (LONG_LIVED.has(path)) continue;
-      const r = await request(ep, path, "{}");
+      const r = await request(gw.endpoint, path, "{}");
       // The mux's own 404 and 405 are text/plain; a call's answer (an error too) is JSON.
       expect([path, r.headers["content-type"]], r.body).toEqual([path, "application/json"]);
       expect(() => JSON.parse(r.body.split("\n")[0]!), `${path}: ${r.body}`).not.toThrow();

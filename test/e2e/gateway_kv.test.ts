@@ -5,26 +5,15 @@
  * base64, defaults left out), /v3beta/, the mux's 404 and 405, and errors with etcd's statuses and
  * Go's words. Only member and cluster ids are normalized.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { b64, curl, normalizeIds, post, request } from "./gateway_client.js";
-import { Cluster } from "./harness.js";
+import { gatewayHeader, useGatewayMember } from "./gateway_member.js";
 
-let cluster: Cluster;
-let ep: string;
-
-beforeAll(async () => {
-  cluster = await Cluster.create({ size: 1 });
-  await cluster.start();
-  ep = cluster.members[0]!.endpoint;
-});
-afterAll(async () => {
-  await cluster?.destroy();
-});
-
-const hdr = (revision: string) => ({ cluster_id: "<id>", member_id: "<id>", revision, raft_term: "2" });
+const gw = useGatewayMember();
+const hdr = gatewayHeader;
 
 async function ok(path: string, body: unknown): Promise<unknown> {
-  const r = await post(ep, path, body);
+  const r = await post(gw.endpoint, path, body);
   expect(r.status, `${path}: ${r.answer.body}`).toBe(200);
   expect(r.answer.headers["content-type"]).toBe("application/json");
   expect(r.answer.headers["grpc-metadata-content-type"]).toBe("application/grpc");
@@ -33,9 +22,9 @@ async function ok(path: string, body: unknown): Promise<unknown> {
 
 describe("KV over the JSON gateway", () => {
   it("put and range with curl, as etcd's README shows them", async () => {
-    const put = await curl(["-X", "POST", `http://${ep}/v3/kv/put`, "-d", JSON.stringify({ key: b64("foo"), value: b64("bar") })]);
+    const put = await curl(["-X", "POST", `http://${gw.endpoint}/v3/kv/put`, "-d", JSON.stringify({ key: b64("foo"), value: b64("bar") })]);
     expect(normalizeIds(JSON.parse(put))).toEqual({ header: hdr("2") });
-    const range = await curl(["-X", "POST", `http://${ep}/v3/kv/range`, "-d", JSON.stringify({ key: b64("foo") })]);
+    const range = await curl(["-X", "POST", `http://${gw.endpoint}/v3/kv/range`, "-d", JSON.stringify({ key: b64("foo") })]);
     expect(normalizeIds(JSON.parse(range))).toEqual({
       header: hdr("2"),
       kvs: [{ key: b64("foo"), create_revision: "2", mod_revision: "2", version: "1", value: b64("bar") }],
@@ -93,26 +82,26 @@ describe("KV over the JSON gateway", () => {
 
   it("/v3beta/ is /v3/; /v3alpha/ is not served; a /v3/ path the gateway lacks is 404, another method 405", async () => {
     expect(await ok("/v3beta/kv/range", { key: b64("a"), count_only: true })).toEqual({ header: hdr("6"), count: "1" });
-    const alpha = await request(ep, "/v3alpha/kv/range", JSON.stringify({ key: b64("a") }));
+    const alpha = await request(gw.endpoint, "/v3alpha/kv/range", JSON.stringify({ key: b64("a") }));
     expect([alpha.status, alpha.body]).toEqual([404, "404 page not found\n"]);
-    const missing = await request(ep, "/v3/kv/nothing", "{}");
+    const missing = await request(gw.endpoint, "/v3/kv/nothing", "{}");
     expect([missing.status, missing.headers["content-type"], missing.body]).toEqual([404, "text/plain; charset=utf-8", "Not Found\n"]);
     // etcd 3.5's paths are not etcd 3.4's.
-    for (const p of ["/v3/auth/status", "/v3/maintenance/hashkv", "/v3/maintenance/downgrade"]) expect((await request(ep, p, "{}")).status).toBe(404);
-    const get = await request(ep, "/v3/kv/range", "", { method: "GET" });
+    for (const p of ["/v3/auth/status", "/v3/maintenance/hashkv", "/v3/maintenance/downgrade"]) expect((await request(gw.endpoint, p, "{}")).status).toBe(404);
+    const get = await request(gw.endpoint, "/v3/kv/range", "", { method: "GET" });
     expect([get.status, get.body]).toEqual([405, "Method Not Allowed\n"]);
   });
 
   it("every answer carries etcd's CORS headers (--cors defaults to *), and OPTIONS is 200 on any path", async () => {
-    const r = await request(ep, "/v3/kv/range", JSON.stringify({ key: b64("a") }));
+    const r = await request(gw.endpoint, "/v3/kv/range", JSON.stringify({ key: b64("a") }));
     expect(r.headers["access-control-allow-origin"]).toBe("*");
     expect(r.headers["access-control-allow-methods"]).toBe("POST, GET, OPTIONS, PUT, DELETE");
     expect(r.headers["access-control-allow-headers"]).toBe("accept, content-type, authorization");
     for (const path of ["/v3/kv/range", "/anything"]) {
-      const o = await request(ep, path, "", { method: "OPTIONS" });
+      const o = await request(gw.endpoint, path, "", { method: "OPTIONS" });
       expect([o.status, o.body, o.headers["access-control-allow-origin"]]).toEqual([200, "", "*"]);
     }
-    expect((await request(ep, "/version", "", { method: "GET" })).headers["access-control-allow-origin"]).toBe("*");
+    expect((await request(gw.endpoint, "/version", "", { method: "GET" })).headers["access-control-allow-origin"]).toBe("*");
   });
 });
 
@@ -120,30 +109,30 @@ describe("errors over the JSON gateway", () => {
   const err = (message: string, code: number) => ({ error: message, message, code });
 
   it("a failed call: grpc-gateway's status, the error body, and the gRPC content type as a trailer", async () => {
-    const r = await post(ep, "/v3/kv/range", {});
+    const r = await post(gw.endpoint, "/v3/kv/range", {});
     expect([r.status, r.json]).toEqual([400, err("etcdserver: key is not provided", 3)]);
     expect(r.answer.headers["trailer"]).toBe("Grpc-Trailer-Content-Type");
     expect(r.answer.trailers["grpc-trailer-content-type"]).toBe("application/grpc");
     // An empty body is an empty request, and so is null.
     for (const body of ["", "null"]) {
-      const e = await post(ep, "/v3/kv/put", body);
+      const e = await post(gw.endpoint, "/v3/kv/put", body);
       expect([e.status, e.json]).toEqual([400, err("etcdserver: key is not provided", 3)]);
     }
   });
 
   it("future and compacted revisions: 400 with OUT_OF_RANGE (11)", async () => {
-    const future = await post(ep, "/v3/kv/range", { key: b64("a"), revision: "100" });
+    const future = await post(gw.endpoint, "/v3/kv/range", { key: b64("a"), revision: "100" });
     expect([future.status, future.json]).toEqual([400, err("etcdserver: mvcc: required revision is a future revision", 11)]);
-    const compacted = await post(ep, "/v3/kv/range", { key: b64("a"), revision: "2" });
+    const compacted = await post(gw.endpoint, "/v3/kv/range", { key: b64("a"), revision: "2" });
     expect([compacted.status, compacted.json]).toEqual([400, err("etcdserver: mvcc: required revision has been compacted", 11)]);
   });
 
   it("an unknown lease: 404 with NOT_FOUND (5); a bad transferee: 412 with FAILED_PRECONDITION (9)", async () => {
-    const r = await post(ep, "/v3/lease/revoke", { ID: "12345" });
+    const r = await post(gw.endpoint, "/v3/lease/revoke", { ID: "12345" });
     expect([r.status, r.json]).toEqual([404, err("etcdserver: requested lease not found", 5)]);
-    const k = await post(ep, "/v3/kv/lease/revoke", { ID: 12345 });
+    const k = await post(gw.endpoint, "/v3/kv/lease/revoke", { ID: 12345 });
     expect([k.status, k.json]).toEqual([404, err("etcdserver: requested lease not found", 5)]);
-    const t = await post(ep, "/v3/maintenance/transfer-leadership", {});
+    const t = await post(gw.endpoint, "/v3/maintenance/transfer-leadership", {});
     expect([t.status, t.json]).toEqual([412, err("etcdserver: bad leader transferee", 9)]);
   });
 
@@ -165,7 +154,7 @@ describe("errors over the JSON gateway", () => {
       ['{"key":"YQ==","sort_order":"BAD"}', 'unknown value "BAD" for enum etcdserverpb.RangeRequest_SortOrder'],
     ];
     for (const [body, message] of cases) {
-      const r = await post(ep, "/v3/kv/range", body);
+      const r = await post(gw.endpoint, "/v3/kv/range", body);
       expect([body, r.status, r.json], body).toEqual([body, 400, err(message, 3)]);
       expect(r.answer.headers["trailer"], body).toBeUndefined();
     }
@@ -175,7 +164,7 @@ describe("errors over the JSON gateway", () => {
 describe("gateway calls in the gRPC metrics", () => {
   /** grpc_server_handled_total of KV.Range with `code`, whatever the label order. */
   async function handled(code: string): Promise<number> {
-    const text = (await request(ep, "/metrics", "", { method: "GET" })).body;
+    const text = (await request(gw.endpoint, "/metrics", "", { method: "GET" })).body;
     for (const line of text.split("\n")) {
       if (!line.startsWith("grpc_server_handled_total{")) continue;
       if (line.includes('grpc_method="Range"') && line.includes('grpc_service="etcdserverpb.KV"') && line.includes(`grpc_code="${code}"`)) {
@@ -187,8 +176,8 @@ describe("gateway calls in the gRPC metrics", () => {
 
   it("count as gRPC calls, as etcd's gateway (a gRPC client of its member) makes them count", async () => {
     const [ok0, bad0] = [await handled("OK"), await handled("InvalidArgument")];
-    for (let i = 0; i < 3; i++) expect((await post(ep, "/v3/kv/range", { key: b64("a") })).status).toBe(200);
-    expect((await post(ep, "/v3/kv/range", {})).status).toBe(400);
+    for (let i = 0; i < 3; i++) expect((await post(gw.endpoint, "/v3/kv/range", { key: b64("a") })).status).toBe(200);
+    expect((await post(gw.endpoint, "/v3/kv/range", {})).status).toBe(400);
     expect([(await handled("OK")) - ok0, (await handled("InvalidArgument")) - bad0]).toEqual([3, 1]);
   });
 });

@@ -7,8 +7,9 @@
  * a failure after one retry interval. "required revision has been compacted" counts as success.
  */
 import type { Logger } from "../logger.js";
-import type { Compactable, Compactor } from "./compactable.js";
+import type { Compactable } from "./compactable.js";
 import { formatGoDuration, type CompactorClock } from "./clock.js";
+import { CompactorLoop } from "./loop.js";
 
 const HOUR_MS = 3_600_000;
 /** etcd's retryDivisor. */
@@ -22,7 +23,7 @@ export interface PeriodicOptions {
   logger: Logger;
 }
 
-export class PeriodicCompactor implements Compactor {
+export class PeriodicCompactor extends CompactorLoop {
   private readonly periodMs: number;
   private readonly compactIntervalMs: number;
   private readonly retryIntervalMs: number;
@@ -31,11 +32,9 @@ export class PeriodicCompactor implements Compactor {
   private revs: number[] = [];
   private lastSuccessMs = 0;
   private baseIntervalMs = 0;
-  private paused = false;
-  private stopped = false;
-  private cancelTimer: (() => void) | undefined;
 
   constructor(private readonly o: PeriodicOptions) {
+    super(o.store, o.clock);
     if (!(o.periodMs > 0)) throw new RangeError(`periodic compaction needs a positive period, got ${o.periodMs} ms`);
     this.periodMs = o.periodMs;
     this.compactIntervalMs = Math.min(o.periodMs, HOUR_MS);
@@ -55,29 +54,14 @@ export class PeriodicCompactor implements Compactor {
     this.sample();
   }
 
-  stop(): void {
-    this.stopped = true;
-    this.cancelTimer?.();
-  }
-
-  pause(): void {
-    this.paused = true;
-  }
-
-  resume(): void {
-    this.paused = false;
-  }
-
   /** The top of etcd's loop: record the revision, then wait one retry interval. */
   private sample(): void {
-    if (this.stopped) return;
     this.revs.push(this.o.store.rev());
     if (this.revs.length > this.retentions) this.revs = this.revs.slice(1);
-    this.cancelTimer = this.o.clock.after(this.retryIntervalMs, () => void this.wake());
+    this.after(this.retryIntervalMs, () => this.wake());
   }
 
   private async wake(): Promise<void> {
-    if (this.stopped) return;
     if (this.paused || this.o.clock.now() - this.lastSuccessMs < this.baseIntervalMs) {
       this.sample();
       return;
@@ -87,17 +71,12 @@ export class PeriodicCompactor implements Compactor {
     const rev = this.revs[0]!;
     const fields = { revision: rev, "compact-period": formatGoDuration(this.periodMs) };
     this.o.logger.info(fields, "starting auto periodic compaction");
-    try {
-      await this.o.store.compact(rev);
+    const outcome = await this.compactTo(rev);
+    if (outcome.done) {
       this.o.logger.info({ ...fields, took: formatGoDuration(this.o.clock.now() - this.lastSuccessMs) }, "completed auto periodic compaction");
       this.lastSuccessMs = this.o.clock.now();
-    } catch (err) {
-      if (this.o.store.isCompacted(err)) {
-        this.o.logger.info({ ...fields, took: formatGoDuration(this.o.clock.now() - this.lastSuccessMs) }, "completed auto periodic compaction");
-        this.lastSuccessMs = this.o.clock.now();
-      } else {
-        this.o.logger.warn({ ...fields, "retry-interval": formatGoDuration(this.retryIntervalMs), error: String(err) }, "failed auto periodic compaction");
-      }
+    } else {
+      this.o.logger.warn({ ...fields, "retry-interval": formatGoDuration(this.retryIntervalMs), error: String(outcome.error) }, "failed auto periodic compaction");
     }
     this.sample();
   }

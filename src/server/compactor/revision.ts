@@ -5,8 +5,9 @@
  * has been compacted" counts as success.
  */
 import type { Logger } from "../logger.js";
-import type { Compactable, Compactor } from "./compactable.js";
+import type { Compactable } from "./compactable.js";
 import { formatGoDuration, type CompactorClock } from "./clock.js";
+import { CompactorLoop } from "./loop.js";
 
 /** etcd's revInterval. */
 export const REVISION_COMPACTION_INTERVAL_MS = 5 * 60 * 1000;
@@ -19,13 +20,11 @@ export interface RevisionOptions {
   logger: Logger;
 }
 
-export class RevisionCompactor implements Compactor {
+export class RevisionCompactor extends CompactorLoop {
   private prev = 0;
-  private paused = false;
-  private stopped = false;
-  private cancelTimer: (() => void) | undefined;
 
   constructor(private readonly o: RevisionOptions) {
+    super(o.store, o.clock);
     if (!Number.isSafeInteger(o.retention) || o.retention <= 0) throw new RangeError(`revision compaction needs a positive retention, got ${o.retention}`);
   }
 
@@ -33,26 +32,11 @@ export class RevisionCompactor implements Compactor {
     this.wait();
   }
 
-  stop(): void {
-    this.stopped = true;
-    this.cancelTimer?.();
-  }
-
-  pause(): void {
-    this.paused = true;
-  }
-
-  resume(): void {
-    this.paused = false;
-  }
-
   private wait(): void {
-    if (this.stopped) return;
-    this.cancelTimer = this.o.clock.after(REVISION_COMPACTION_INTERVAL_MS, () => void this.wake());
+    this.after(REVISION_COMPACTION_INTERVAL_MS, () => this.wake());
   }
 
   private async wake(): Promise<void> {
-    if (this.stopped) return;
     const rev = this.o.store.rev() - this.o.retention;
     if (this.paused || rev <= 0 || rev === this.prev) {
       this.wait();
@@ -61,24 +45,16 @@ export class RevisionCompactor implements Compactor {
     const started = this.o.clock.now();
     const fields = { revision: rev, "revision-compaction-retention": this.o.retention };
     this.o.logger.info(fields, "starting auto revision compaction");
-    try {
-      await this.o.store.compact(rev);
-      this.completed(rev, fields, started);
-    } catch (err) {
-      if (this.o.store.isCompacted(err)) {
-        this.completed(rev, fields, started);
-      } else {
-        this.o.logger.warn(
-          { ...fields, "retry-interval": formatGoDuration(REVISION_COMPACTION_INTERVAL_MS), error: String(err) },
-          "failed auto revision compaction",
-        );
-      }
+    const outcome = await this.compactTo(rev);
+    if (outcome.done) {
+      this.prev = rev;
+      this.o.logger.info({ ...fields, took: formatGoDuration(this.o.clock.now() - started) }, "completed auto revision compaction");
+    } else {
+      this.o.logger.warn(
+        { ...fields, "retry-interval": formatGoDuration(REVISION_COMPACTION_INTERVAL_MS), error: String(outcome.error) },
+        "failed auto revision compaction",
+      );
     }
     this.wait();
-  }
-
-  private completed(rev: number, fields: object, startedMs: number): void {
-    this.prev = rev;
-    this.o.logger.info({ ...fields, took: formatGoDuration(this.o.clock.now() - startedMs) }, "completed auto revision compaction");
   }
 }
