@@ -3,11 +3,17 @@
  * seed matrix of issue 8 run in alternating rounds, medians, ratios, peak RSS per member.
  *
  *   npx tsx bench/compare/main.ts [--rounds=3] [--quick] [--only=etcd|etcetera] [--rows=id,id]
- *                                 [--workers=N] [--out=bench/results] [--no-install] [--run-timeout=SEC]
- *                                 [--warmup=N]  (requests before each measured run; default 6,000)
+ *                                 [--driver=etcd|node] [--workers=N] [--out=bench/results] [--no-install]
+ *                                 [--run-timeout=SEC] [--cold=N] [--warmup=N]
  *
- * Every (round, target, row) runs on a fresh cluster, so rows do not inherit each other's data
- * and peak RSS (VmHWM) belongs to that row. Round r runs etcd first when r is odd, etcetera
+ * The load comes from etcd's own benchmark tool (`--driver etcd`, the default: ../shared/bin/
+ * etcd-benchmark or $ETCD_BENCHMARK, etcd-tool.ts) or from the project's Node.js generator
+ * (`--driver node`; --workers applies to it only). Every (round, target, row) runs on a fresh
+ * cluster, so rows do not inherit each other's data and peak RSS (VmHWM) belongs to that row.
+ * On it: the cold run (the row's command for the cluster's first --cold requests, default 3,000
+ * or the row's total if smaller, 0 = none), the warm-up (--warmup requests at 100 clients or
+ * more, default 6,000), then the measured (warm) run. Around the cold and the warm run each
+ * member's CPU is read from /proc per process and per thread (proc-cpu.ts), as µs per request. Round r runs etcd first when r is odd, etcetera
  * first when r is even. Writes bench/results/<date>.json, <date>.md and <date>.svg (and
  * latest.md / latest.svg). A cluster that fails to start is started again, fresh, up to
  * START_ATTEMPTS_MAX times (attempts.ts); a target is never dropped for later rows. A run that
@@ -24,10 +30,14 @@ import { METHODS, encodePut } from "../benchmark/proto.js";
 import { withStartRetries } from "./attempts.js";
 import { runBenchmarkChild } from "./bench-child.js";
 import { BenchCluster, ETCD_BIN, ROOT, SERVER_JS, TARGETS, type Target } from "./cluster.js";
+import { type DriverResult, etcdBenchmarkPath, requireEtcdBenchmark, runEtcdBenchmark } from "./etcd-tool.js";
 import { type MatrixRow, RANGE_KEY, RANGE_VALUE_BYTES, seedMatrix } from "./matrix.js";
-import { hasLeader } from "./ready.js";
-import { markdownTable, svgChart } from "./render.js";
-import { type RunRecord, assertEqualRounds, summarizeRows } from "./summary.js";
+import { type MemberCpu, type ProcessSample, cpuBetween, sampleProcess } from "./proc-cpu.js";
+import { hasLeader, leaderIndex } from "./ready.js";
+import { coldCpuTable, markdownTable, svgChart } from "./render.js";
+import { type PhaseRecord, type RunRecord, assertEqualRounds, summarizeRows } from "./summary.js";
+
+export type Driver = "etcd" | "node";
 
 interface CompareOptions {
   rounds: number;
@@ -40,6 +50,10 @@ interface CompareOptions {
   runTimeoutMs: number;
   /** Requests of the same command run (and not counted) before each measured run; 0 = none. */
   warmup: number | undefined;
+  /** Who sends the load: etcd's benchmark tool or the Node.js generator. */
+  driver: Driver;
+  /** Requests of the cold run (a fresh cluster's first requests); 0 = no cold run. */
+  cold: number;
 }
 
 function parseOptions(argv: string[]): CompareOptions {
@@ -55,6 +69,8 @@ function parseOptions(argv: string[]): CompareOptions {
     install: true,
     runTimeoutMs: 300_000,
     warmup: undefined,
+    driver: "etcd",
+    cold: DEFAULT_COLD_REQUESTS,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
@@ -72,7 +88,12 @@ function parseOptions(argv: string[]): CompareOptions {
     else if (k === "--no-install") o.install = false;
     else if (k === "--run-timeout") o.runTimeoutMs = Number(val()) * 1000;
     else if (k === "--warmup") o.warmup = Number(val());
-    else throw new Error(`unknown option ${a}`);
+    else if (k === "--cold") o.cold = Math.max(0, Math.floor(Number(val())));
+    else if (k === "--driver") {
+      const d = val();
+      if (d !== "etcd" && d !== "node") throw new Error(`--driver must be etcd or node, got ${d}`);
+      o.driver = d;
+    } else throw new Error(`unknown option ${a}`);
   }
   if (!(o.rounds >= 1)) throw new Error("--rounds must be at least 1");
   return o;
@@ -124,6 +145,8 @@ async function seedRangeKey(endpoints: string[]): Promise<void> {
  * key count is kept).
  */
 const DEFAULT_WARMUP_REQUESTS = 6_000;
+/** A fresh member's first requests, measured on their own (issue 18: 0.50× etcd at one client). */
+const DEFAULT_COLD_REQUESTS = 3_000;
 const WARMUP_CLIENTS_MIN = 100;
 const WARMUP_CONNS_MIN = 10;
 
@@ -145,6 +168,53 @@ function invariantArg(ok: boolean, message: string): asserts ok {
   if (!ok) throw new Error(message);
 }
 
+/** The row's command with another --total. */
+function withTotal(args: string[], total: number): string[] {
+  invariantArg(args.some((a) => a.startsWith("--total=")), `row arguments carry no --total: ${args.join(" ")}`);
+  return args.map((a) => (a.startsWith("--total=") ? `--total=${total}` : a));
+}
+
+/** One run of the chosen load driver. */
+async function runDriver(cluster: BenchCluster, args: string[], opts: CompareOptions): Promise<DriverResult> {
+  if (opts.driver === "etcd") return runEtcdBenchmark(cluster.endpoints, args, { timeoutMs: opts.runTimeoutMs });
+  const childOpts = { ...(opts.workers !== undefined ? { workers: opts.workers } : {}), timeoutMs: opts.runTimeoutMs };
+  const j = await runBenchmarkChild(cluster.endpoints, args, childOpts);
+  const s = j.series[0];
+  if (s === undefined) throw new Error("benchmark printed no series");
+  const firstError = Object.keys(s.errors)[0];
+  return { count: s.count, errorCount: s.errorCount, rps: s.rps, avgMs: s.averageSec * 1000, p99Ms: s.p99Sec * 1000, ...(firstError !== undefined ? { firstError } : {}) };
+}
+
+/** Each member's process and threads now (undefined for a member that is gone). */
+function sampleMembers(cluster: BenchCluster): Array<ProcessSample | undefined> {
+  return cluster.pids().map((pid) => (pid > 0 ? sampleProcess(pid) : undefined));
+}
+
+/** A driver run with every member's CPU read from /proc before and after it. */
+async function measured(cluster: BenchCluster, leader: number, run: () => Promise<DriverResult>): Promise<PhaseRecord & { count: number; errorCount: number; firstError?: string }> {
+  const before = sampleMembers(cluster);
+  const r = await run();
+  const after = sampleMembers(cluster);
+  const cpu: MemberCpu[] = [];
+  cluster.members.forEach((mem, i) => {
+    const b = before[i];
+    const a = after[i];
+    if (b === undefined || a === undefined || a.pid !== b.pid) return;
+    cpu.push({ name: mem.name, role: i === leader ? "leader" : "follower", ...cpuBetween(b, a, r.count + r.errorCount) });
+  });
+  return { ...r, cpu };
+}
+
+/** "leader 120 µs (main 80), followers 60/58 µs" for the log. */
+function cpuNote(cpu: MemberCpu[] | undefined): string {
+  if (cpu === undefined || cpu.length === 0) return "no CPU figures";
+  const f = (v: number) => v.toFixed(0);
+  const leader = cpu.find((c) => c.role === "leader");
+  const followers = cpu.filter((c) => c.role === "follower").map((c) => f(c.usPerRequest));
+  const busiest = leader?.threads[0];
+  return `leader ${leader !== undefined ? f(leader.usPerRequest) : "?"} µs/req (busiest thread ${busiest !== undefined ? `${busiest.comm} ${f(busiest.usPerRequest)}` : "?"}), followers ${followers.join("/")} µs/req`;
+}
+
 /** The cluster did not come up: the run is tried again on a fresh cluster (attempts.ts). */
 class StartFailed extends Error {}
 
@@ -159,22 +229,26 @@ async function runOne(target: Target, row: MatrixRow, round: number, opts: Compa
       throw new StartFailed(`cluster did not start: ${e instanceof Error ? e.message : String(e)}`);
     });
     if (row.seedRangeKey) await seedRangeKey(cluster.endpoints);
-    const childOpts = { ...(opts.workers !== undefined ? { workers: opts.workers } : {}), timeoutMs: opts.runTimeoutMs };
+    const leader = await leaderIndex(cluster.endpoints);
+    const drive = (args: string[]) => runDriver(cluster as BenchCluster, args, opts);
+    const coldTotal = Math.min(opts.cold, row.total);
+    const cold = coldTotal > 0 ? await measured(cluster, leader, () => drive(withTotal(row.args, coldTotal))) : undefined;
     const warm = warmupRequests(opts);
-    if (warm > 0) await runBenchmarkChild(cluster.endpoints, warmupArgs(row.args, warm), childOpts);
-    const result = await runBenchmarkChild(cluster.endpoints, row.args, childOpts);
-    const s = result.series[0];
-    if (s === undefined) throw new Error("benchmark printed no series");
-    if (s.count === 0) throw new Error(`every request failed: ${Object.keys(s.errors)[0] ?? "?"}`);
-    const dead = cluster.members.filter((m) => m.proc === undefined).map((m) => m.name);
+    if (warm > 0) await drive(warmupArgs(row.args, warm));
+    const m = await measured(cluster, leader, () => drive(row.args));
+    if (m.count === 0) throw new Error(`every request failed: ${m.firstError ?? "?"}`);
+    const dead = cluster.members.filter((mem) => mem.proc === undefined).map((mem) => mem.name);
     if (dead.length > 0) throw new Error(`member(s) ${dead.join(", ")} died during the run`);
     return {
       ...rec,
       ok: true,
-      rps: s.rps,
-      avgMs: s.averageSec * 1000,
-      p99Ms: s.p99Sec * 1000,
-      errorCount: s.errorCount,
+      driver: opts.driver,
+      rps: m.rps,
+      avgMs: m.avgMs,
+      p99Ms: m.p99Ms,
+      errorCount: m.errorCount,
+      cpu: m.cpu,
+      ...(cold !== undefined ? { cold } : {}),
       peakRssBytes: cluster.peakRss().sort((a, b) => b - a),
       wallSec: (performance.now() - t0) / 1000,
     };
@@ -207,11 +281,13 @@ function machine(): Record<string, unknown> {
     node: process.version,
     etcd: etcdVersion,
     loadAverageAtStart: readFileSync("/proc/loadavg", "utf8").trim(),
+    etcdBenchmark: etcdBenchmarkPath(),
   };
 }
 
 async function main(): Promise<void> {
   const opts = parseOptions(process.argv.slice(2));
+  if (opts.driver === "etcd") requireEtcdBenchmark();
   const targets = opts.only !== undefined ? [opts.only] : [...TARGETS];
   if (targets.includes("etcd")) ensureEtcd(opts.install);
   const buildError = targets.includes("etcetera") ? ensureEtcetera() : undefined;
@@ -235,7 +311,9 @@ async function main(): Promise<void> {
         log(
           `round ${round} ${target.padEnd(8)} ${row.id.padEnd(20)} ` +
             (rec.ok
-              ? `${Math.round(rec.rps ?? 0)} req/s avg ${(rec.avgMs ?? 0).toFixed(2)} ms p99 ${(rec.p99Ms ?? 0).toFixed(2)} ms peak RSS ${(rec.peakRssBytes ?? []).map((b) => (b / 1048576).toFixed(0)).join("/")} MB (${(rec.wallSec ?? 0).toFixed(1)} s)`
+              ? `${Math.round(rec.rps ?? 0)} req/s avg ${(rec.avgMs ?? 0).toFixed(2)} ms p99 ${(rec.p99Ms ?? 0).toFixed(2)} ms peak RSS ${(rec.peakRssBytes ?? []).map((b) => (b / 1048576).toFixed(0)).join("/")} MB, ${cpuNote(rec.cpu)}` +
+                (rec.cold !== undefined ? `; cold ${Math.round(rec.cold.rps)} req/s p99 ${rec.cold.p99Ms.toFixed(2)} ms, ${cpuNote(rec.cold.cpu)}` : "") +
+                ` (${(rec.wallSec ?? 0).toFixed(1)} s)`
               : `FAILED: ${(rec.error ?? "").split("\n")[0]}`),
         );
       }
@@ -251,11 +329,15 @@ async function main(): Promise<void> {
   const stamp = startedAt.toISOString().replace(/[:]/g, "-").replace(/\.\d+Z$/, "Z");
   mkdirSync(opts.outDir, { recursive: true });
   const warmNote = opts.warmup === 0 ? "no warm-up" : opts.warmup !== undefined ? `${opts.warmup}-request warm-up per run` : `${DEFAULT_WARMUP_REQUESTS}-request warm-up per run`;
-  const subtitle = `${opts.quick ? "quick totals" : "full totals"}, median of ${opts.rounds} round(s), ${warmNote}, ${info.cpus} CPUs, ${String(info.etcd)}, node ${process.version}, ${startedAt.toISOString()}`;
+  const coldNote = opts.cold > 0 ? `cold = a fresh cluster's first ${opts.cold.toLocaleString("en-US")} requests (or the row's total if smaller)` : "no cold run";
+  const subtitle = `${opts.driver === "etcd" ? "etcd's benchmark tool" : "Node.js load generator"}, ${opts.quick ? "quick totals" : "full totals"}, median of ${opts.rounds} round(s), ${warmNote}, ${info.cpus} CPUs, ${String(info.etcd)}, node ${process.version}, ${startedAt.toISOString()}`;
   const md =
     `### etcetera vs etcd (${startedAt.toISOString().slice(0, 10)}, ${subtitle})\n\n` +
     markdownTable(summary) +
-    `\nRatios are etcetera / etcd (req/s: higher is better; p99: lower is better). (n; range): rounds each median is taken over, and the lowest and highest round. Peak RSS is VmHWM per member, largest first. Every run: \`${relative(ROOT, join(opts.outDir, stamp))}.json\`.\n`;
+    `\nRatios are etcetera / etcd (req/s: higher is better; p99: lower is better). (n; range): rounds each median is taken over, and the lowest and highest round. Peak RSS is VmHWM per member, largest first.\n\n` +
+    `Cold (${coldNote}) and CPU per request (utime + stime from /proc/<pid>/stat and /proc/<pid>/task/<tid>/stat over the measured warm run, divided by its requests; busiest thread: its comm):\n\n` +
+    coldCpuTable(summary) +
+    `\nEvery run, with every member's threads: \`${relative(ROOT, join(opts.outDir, stamp))}.json\`.\n`;
   const svg = svgChart(summary, subtitle);
   const wallSec = (Date.now() - startedAt.getTime()) / 1000;
   const json = { startedAt: startedAt.toISOString(), wallSec, options: opts, machine: info, rows, runs, summary, ...(refusal !== undefined ? { refusal } : {}) };

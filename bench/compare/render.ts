@@ -2,7 +2,7 @@
  * The comparison as a markdown table (for the README) and as an SVG chart a person can look
  * at. Pure: summaries in, text out.
  */
-import type { RowSummary, TargetSummary } from "./summary.js";
+import type { CpuSummary, RowSummary, TargetSummary } from "./summary.js";
 
 const MB = 1024 * 1024;
 
@@ -61,6 +61,46 @@ export function markdownTable(rows: readonly RowSummary[]): string {
       ` ${fmtRatio(r.p99Ratio)} `,
       ` ${cell(r.etcd, (t) => fmtRss(t.peakRssBytes))} `,
       ` ${cell(r.etcetera, (t) => fmtRss(t.peakRssBytes))} `,
+      "",
+    ].join("|"),
+  );
+  return [...head, ...body].join("\n") + "\n";
+}
+
+function fmtUs(v: number): string {
+  return Number.isFinite(v) ? (v >= 10 ? v.toFixed(0) : v.toFixed(1)) : "—";
+}
+
+/** "leader µs (main / busiest thread comm) · follower µs". */
+function cpuCell(c: CpuSummary | undefined): string {
+  if (c === undefined) return "—";
+  return `${fmtUs(c.leaderUs)} (${fmtUs(c.leaderMainUs)} / ${oneLine(c.leaderBusiestComm)} ${fmtUs(c.leaderBusiestUs)}) · ${fmtUs(c.followerUs)}`;
+}
+
+/**
+ * The second table: per row the cold run (req/s, avg / p99, ratio) and the CPU per request of
+ * the warm run (and of the cold run), per target: the leader process, its main thread, its
+ * busiest thread (with its comm), and the busier follower's process.
+ */
+export function coldCpuTable(rows: readonly RowSummary[]): string {
+  const head = [
+    "| Benchmark | etcd cold req/s | etcetera cold req/s | cold ratio | etcd cold avg / p99 ms | etcetera cold avg / p99 ms | etcd CPU µs/req warm: leader (main / busiest thread) · follower | etcetera CPU µs/req warm | leader CPU ratio | etcd CPU µs/req cold | etcetera CPU µs/req cold |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+  ];
+  const body = rows.map((r) =>
+    [
+      "",
+      ` ${r.title} `,
+      ` ${cell(r.etcd, (t) => (t.cold !== undefined ? fmtInt(t.cold.rps) : "—"))} `,
+      ` ${cell(r.etcetera, (t) => (t.cold !== undefined ? fmtInt(t.cold.rps) : "—"))} `,
+      ` ${fmtRatio(r.coldRpsRatio)} `,
+      ` ${cell(r.etcd, (t) => (t.cold !== undefined ? `${fmtMs(t.cold.avgMs)} / ${fmtMs(t.cold.p99Ms)}` : "—"))} `,
+      ` ${cell(r.etcetera, (t) => (t.cold !== undefined ? `${fmtMs(t.cold.avgMs)} / ${fmtMs(t.cold.p99Ms)}` : "—"))} `,
+      ` ${cell(r.etcd, (t) => cpuCell(t.cpu))} `,
+      ` ${cell(r.etcetera, (t) => cpuCell(t.cpu))} `,
+      ` ${fmtRatio(r.leaderCpuRatio)} `,
+      ` ${cell(r.etcd, (t) => cpuCell(t.cold?.cpu))} `,
+      ` ${cell(r.etcetera, (t) => cpuCell(t.cold?.cpu))} `,
       "",
     ].join("|"),
   );

@@ -3,6 +3,16 @@
  * etcetera/etcd per row. Pure.
  */
 import type { Target } from "./cluster.js";
+import type { MemberCpu } from "./proc-cpu.js";
+
+/** A measured phase of a run (the cold run, or the warm run's figures in RunRecord itself). */
+export interface PhaseRecord {
+  rps: number;
+  avgMs: number;
+  p99Ms: number;
+  /** CPU per request of each member still running, leader first or not. */
+  cpu: MemberCpu[];
+}
 
 /** One benchmark run of one row against one target in one round. */
 export interface RunRecord {
@@ -16,6 +26,12 @@ export interface RunRecord {
   p99Ms?: number;
   /** Requests that failed inside an otherwise completed run. */
   errorCount?: number;
+  /** Load driver: etcd's benchmark tool or the Node.js generator. */
+  driver?: string;
+  /** CPU per request of each member over the measured (warm) run. */
+  cpu?: MemberCpu[];
+  /** The fresh cluster's first requests, before the warm-up. */
+  cold?: PhaseRecord;
   /** VmHWM of each member at the end of the run, bytes, largest first. */
   peakRssBytes?: number[];
   wallSec?: number;
@@ -40,6 +56,34 @@ export interface TargetSummary {
   /** Median over rounds of the largest-first member peak RSS, bytes. */
   peakRssBytes: number[];
   firstError?: string;
+  /** Medians of the warm run's CPU figures, when the runs carry them. */
+  cpu?: CpuSummary;
+  cold?: { rps: number; avgMs: number; p99Ms: number; cpu?: CpuSummary };
+}
+
+/** CPU µs per request, medians over rounds. */
+export interface CpuSummary {
+  leaderUs: number;
+  /** The leader's main thread (a Node.js member's event loop; for etcd one of its Go threads). */
+  leaderMainUs: number;
+  /** The leader's busiest thread and its comm (the comm of the first round's). */
+  leaderBusiestUs: number;
+  leaderBusiestComm: string;
+  /** The busier follower's process. */
+  followerUs: number;
+}
+
+export function summarizeCpu(perRound: ReadonlyArray<readonly MemberCpu[] | undefined>): CpuSummary | undefined {
+  const rounds = perRound.filter((c): c is readonly MemberCpu[] => c !== undefined && c.some((m) => m.role === "leader"));
+  if (rounds.length === 0) return undefined;
+  const leaders = rounds.map((c) => c.find((m) => m.role === "leader") as MemberCpu);
+  return {
+    leaderUs: median(leaders.map((l) => l.usPerRequest)),
+    leaderMainUs: median(leaders.map((l) => l.threads.find((t) => t.main)?.usPerRequest ?? 0)),
+    leaderBusiestUs: median(leaders.map((l) => l.threads[0]?.usPerRequest ?? 0)),
+    leaderBusiestComm: leaders[0]?.threads[0]?.comm ?? "?",
+    followerUs: median(rounds.map((c) => Math.max(0, ...c.filter((m) => m.role === "follower").map((m) => m.usPerRequest)))),
+  };
 }
 
 export interface RowSummary {
@@ -51,6 +95,10 @@ export interface RowSummary {
   rpsRatio?: number;
   p99Ratio?: number;
   rssRatio?: number;
+  /** etcetera / etcd over the cold runs. */
+  coldRpsRatio?: number;
+  /** etcetera / etcd: the leader process's CPU per request over the warm run. */
+  leaderCpuRatio?: number;
 }
 
 export function median(values: readonly number[]): number {
@@ -76,6 +124,13 @@ export function summarizeTarget(runs: readonly RunRecord[]): TargetSummary | und
   };
   const firstError = runs.find((r) => !r.ok)?.error;
   if (firstError !== undefined) summary.firstError = firstError;
+  const cpu = summarizeCpu(ok.map((r) => r.cpu));
+  if (cpu !== undefined) summary.cpu = cpu;
+  const colds = ok.flatMap((r) => (r.cold !== undefined ? [r.cold] : []));
+  if (colds.length > 0) {
+    const coldCpu = summarizeCpu(colds.map((c) => c.cpu));
+    summary.cold = { rps: median(colds.map((c) => c.rps)), avgMs: median(colds.map((c) => c.avgMs)), p99Ms: median(colds.map((c) => c.p99Ms)), ...(coldCpu !== undefined ? { cpu: coldCpu } : {}) };
+  }
   return summary;
 }
 
@@ -90,6 +145,8 @@ export function summarizeRows(rows: ReadonlyArray<{ id: string; title: string }>
       out.rpsRatio = etcetera.rps / etcd.rps;
       out.p99Ratio = etcetera.p99Ms / etcd.p99Ms;
       out.rssRatio = Math.max(...etcetera.peakRssBytes) / Math.max(...etcd.peakRssBytes);
+      if (etcd.cold !== undefined && etcetera.cold !== undefined) out.coldRpsRatio = etcetera.cold.rps / etcd.cold.rps;
+      if (etcd.cpu !== undefined && etcetera.cpu !== undefined) out.leaderCpuRatio = etcetera.cpu.leaderUs / etcd.cpu.leaderUs;
     }
     return out;
   });
