@@ -71,10 +71,10 @@ function fmtUs(v: number): string {
   return Number.isFinite(v) ? (v >= 10 ? v.toFixed(0) : v.toFixed(1)) : "—";
 }
 
-/** "leader µs (main / busiest thread comm) · follower µs". */
+/** "leader µs (main / busiest thread comm) · busier follower µs · Σ all members µs". */
 function cpuCell(c: CpuSummary | undefined): string {
   if (c === undefined) return "—";
-  return `${fmtUs(c.leaderUs)} (${fmtUs(c.leaderMainUs)} / ${oneLine(c.leaderBusiestComm)} ${fmtUs(c.leaderBusiestUs)}) · ${fmtUs(c.followerUs)}`;
+  return `${fmtUs(c.leaderUs)} (${fmtUs(c.leaderMainUs)} / ${oneLine(c.leaderBusiestComm)} ${fmtUs(c.leaderBusiestUs)}) · ${fmtUs(c.followerUs)} · Σ ${fmtUs(c.clusterUs)}`;
 }
 
 /**
@@ -84,7 +84,7 @@ function cpuCell(c: CpuSummary | undefined): string {
  */
 export function coldCpuTable(rows: readonly RowSummary[]): string {
   const head = [
-    "| Benchmark | etcd cold req/s | etcetera cold req/s | cold ratio | etcd cold avg / p99 ms | etcetera cold avg / p99 ms | etcd CPU µs/req warm: leader (main / busiest thread) · follower | etcetera CPU µs/req warm | leader CPU ratio | etcd CPU µs/req cold | etcetera CPU µs/req cold |",
+    "| Benchmark | etcd cold req/s | etcetera cold req/s | cold ratio | etcd cold avg / p99 ms | etcetera cold avg / p99 ms | etcd CPU µs/req warm: leader (main / busiest thread) · busier follower · Σ members | etcetera CPU µs/req warm | leader CPU ratio | etcd CPU µs/req cold | etcetera CPU µs/req cold |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   const body = rows.map((r) =>

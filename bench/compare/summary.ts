@@ -71,6 +71,8 @@ export interface CpuSummary {
   leaderBusiestComm: string;
   /** The busier follower's process. */
   followerUs: number;
+  /** Every member's process together: the cluster's CPU per request. */
+  clusterUs: number;
 }
 
 export function summarizeCpu(perRound: ReadonlyArray<readonly MemberCpu[] | undefined>): CpuSummary | undefined {
@@ -83,6 +85,7 @@ export function summarizeCpu(perRound: ReadonlyArray<readonly MemberCpu[] | unde
     leaderBusiestUs: median(leaders.map((l) => l.threads[0]?.usPerRequest ?? 0)),
     leaderBusiestComm: leaders[0]?.threads[0]?.comm ?? "?",
     followerUs: median(rounds.map((c) => Math.max(0, ...c.filter((m) => m.role === "follower").map((m) => m.usPerRequest)))),
+    clusterUs: median(rounds.map((c) => c.reduce((sum, m) => sum + m.usPerRequest, 0))),
   };
 }
 

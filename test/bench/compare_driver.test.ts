@@ -90,7 +90,7 @@ describe("cold and CPU columns", () => {
     const r1 = [member("n1", "follower", 50, [["node", 40, true]]), member("n2", "leader", 120, [["node", 80, true], ["libuv-worker", 20, false]]), member("n3", "follower", 60, [])];
     const r2 = [member("n1", "leader", 140, [["node", 90, true]]), member("n2", "follower", 70, []), member("n3", "follower", 65, [])];
     const r3 = [member("n1", "leader", 100, [["libuv-worker", 70, false], ["node", 20, true]]), member("n2", "follower", 40, [])];
-    expect(summarizeCpu([r1, r2, r3, undefined])).toEqual({ leaderUs: 120, leaderMainUs: 80, leaderBusiestUs: 80, leaderBusiestComm: "node", followerUs: 60 });
+    expect(summarizeCpu([r1, r2, r3, undefined])).toEqual({ leaderUs: 120, leaderMainUs: 80, leaderBusiestUs: 80, leaderBusiestComm: "node", followerUs: 60, clusterUs: 230 });
     expect(summarizeCpu([undefined])).toBeUndefined();
   });
 
@@ -107,7 +107,7 @@ describe("cold and CPU columns", () => {
     expect(s!.leaderCpuRatio).toBeCloseTo(2, 12);
     const lines = coldCpuTable([s!]).trim().split("\n");
     expect(lines).toHaveLength(3);
-    expect(lines[2]).toBe("| Row | 800 | 400 | 0.50× | 1.50 / 4.00 | 3.00 / 12.0 | 75 (0.0 / etcd 19) · 40 | 150 (90 / node 90) · 80 | 2.00× | 75 (0.0 / etcd 19) · 40 | 150 (90 / node 90) · 80 |");
+    expect(lines[2]).toBe("| Row | 800 | 400 | 0.50× | 1.50 / 4.00 | 3.00 / 12.0 | 75 (0.0 / etcd 19) · 40 · Σ 115 | 150 (90 / node 90) · 80 · Σ 230 | 2.00× | 75 (0.0 / etcd 19) · 40 · Σ 115 | 150 (90 / node 90) · 80 · Σ 230 |");
     expect(lines[0]!.split("|")).toHaveLength(lines[2]!.split("|").length);
   });
 });
