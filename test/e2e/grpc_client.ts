@@ -26,6 +26,11 @@ function loadPackage(): grpc.GrpcObject {
 
 type Ctor = new (address: string, creds: grpc.ChannelCredentials, options?: object) => grpc.Client;
 
+/** The loaded protos as package → service → client constructor (etcdserverpb, v3lockpb, v3electionpb). */
+export function etcdServices(): Record<string, Record<string, Ctor>> {
+  return loadPackage() as unknown as Record<string, Record<string, Ctor>>;
+}
+
 export function serviceCtor(path: string): Ctor {
   let o: unknown = loadPackage();
   for (const part of path.split(".")) o = (o as Record<string, unknown>)[part];

@@ -4,11 +4,10 @@
  * three-member cluster. Every expectation was first checked against etcd 3.4 (E2E_TARGET=etcd).
  */
 import * as grpc from "@grpc/grpc-js";
-import * as loader from "@grpc/proto-loader";
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Cluster, ETCDCTL, ROOT, TARGET_ETCD, etcdctl, eventually } from "./harness.js";
+import { etcdServices } from "./grpc_client.js";
+import { Cluster, ETCDCTL, TARGET_ETCD, etcdctl, eventually } from "./harness.js";
 
 // ---------------------------------------------------------------- a minimal grpc-js client
 
@@ -30,18 +29,8 @@ interface LeaderKey {
   lease: string;
 }
 type Unary = (req: object, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: never) => void) => grpc.ClientUnaryCall;
-type Ctor = new (address: string, creds: grpc.ChannelCredentials) => grpc.Client;
 
-const pkg = grpc.loadPackageDefinition(
-  loader.loadSync(["etcdserverpb/rpc.proto", "v3lockpb/v3lock.proto", "v3electionpb/v3election.proto"], {
-    includeDirs: [join(ROOT, "proto")],
-    keepCase: true,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-  }),
-) as unknown as Record<string, Record<string, Ctor>>;
+const pkg = etcdServices();
 
 /** A unary call; `call` exposes the grpc-js call so a test can cancel it. */
 function unary<T>(client: grpc.Client, method: string, req: object, hold?: { call?: grpc.ClientUnaryCall }): Promise<T> {

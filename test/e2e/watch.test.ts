@@ -4,10 +4,9 @@
  * etcd 3.4 (E2E_TARGET=etcd).
  */
 import * as grpc from "@grpc/grpc-js";
-import * as loader from "@grpc/proto-loader";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Cluster, ROOT, eventually } from "./harness.js";
+import { etcdServices } from "./grpc_client.js";
+import { Cluster, eventually } from "./harness.js";
 
 // ---------------------------------------------------------------- a minimal grpc-js client
 
@@ -40,18 +39,8 @@ interface WatchResp {
   events: Ev[];
 }
 type Unary = (req: object, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: never) => void) => void;
-type Ctor = new (address: string, creds: grpc.ChannelCredentials, options?: object) => grpc.Client;
 
-const pkg = grpc.loadPackageDefinition(
-  loader.loadSync(["etcdserverpb/rpc.proto", "v3electionpb/v3election.proto"], {
-    includeDirs: [join(ROOT, "proto")],
-    keepCase: true,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-  }),
-) as unknown as { etcdserverpb: Record<string, Ctor>; v3electionpb: Record<string, Ctor> };
+const pkg = etcdServices();
 
 const CLIENT_OPTS = { "grpc.max_receive_message_length": 64 * 1024 * 1024 };
 
