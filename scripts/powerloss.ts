@@ -4,7 +4,7 @@
  *
  *   npm run powerloss -- [--seed N] [--seeds K] [--cut-at delay,snapshot,wal-purge,compact,defrag|all]
  *       [--snapshot-count 1000] [--max-wals 1] [--value-bytes 2048] [--max-delay-ms 8000] [--writeback P] [--no-tear] [--keep]
- *   npm run powerloss -- --cluster [--victims one,majority,all] [--cut-at delay,snapshot|all] [the options above]
+ *   npm run powerloss -- --cluster [--victims one,majority,all] [--cut-at delay,snapshot,snapshot-install,wal-cut|all] [the options above]
  *
  * --writeback P: at the cut, each unsynced 4 KiB page had reached the disk with probability P%
  * (the OS's background writeback, in any order). Builds dist/ first. Each run prints its seed and a replay line; the exit code is 1 if any run

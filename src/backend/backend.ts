@@ -27,6 +27,8 @@
  *   checksummed chain of frames, so once its bytes up to the last commit are on disk that commit
  *   is recoverable; frames are overwritten only after a complete checkpoint, which under NORMAL
  *   has already fsynced the database file holding them.
+ * - checkpoints run on a worker thread (checkpointer.ts), never inside a commit on the event loop
+ *   (SQLite's automatic checkpoint is off on the main connection): their fsyncs stay off it too.
  *
  * A snapshot restore replaces the file and hands every registered store a new handle, in the
  * order they registered (etcd restores lease, then mvcc, then alarms, auth and membership).
@@ -35,6 +37,7 @@ import fs from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import { BatchTx } from "./batch_tx.js";
+import { Checkpointer } from "./checkpointer.js";
 import { writeImageInWorker } from "./image_worker.js";
 import { invariant } from "./errors.js";
 
@@ -43,7 +46,10 @@ export interface BackendOptions {
   batchIntervalMs?: number;
   /** Commit once this many writes are pending. etcd: 10,000. */
   batchLimit?: number;
-  /** Told when a restore could not checkpoint the old file completely (for the member's log). */
+  /**
+   * Told when a restore could not checkpoint the old file completely, or the checkpointer worker
+   * failed and the main connection checkpoints again (for the member's log).
+   */
   onIncompleteCheckpoint?: (message: string) => void;
   /** Durations of commits, snapshots and defrags (etcd_disk_backend_*_duration_seconds). */
   timings?: BackendTimings;
@@ -92,6 +98,9 @@ export class Backend {
   private closed = false;
   private begin!: Database.Statement;
   private commit!: Database.Statement;
+  private readonly checkpointer: Checkpointer;
+  /** The checkpointer failed: the main connection checkpoints automatically, as SQLite does. */
+  private autoCheckpoint = false;
 
   private constructor(path: string, opts: BackendOptions) {
     this.path = path;
@@ -101,6 +110,14 @@ export class Backend {
     invariant(this.batchLimit > 0, "batchLimit must be positive");
     this.db = this.connect();
     this.tx = this.newTx();
+    this.checkpointer = new Checkpointer({
+      path,
+      onError: (message) => {
+        this.autoCheckpoint = true;
+        if (!this.closed) this.db.pragma("wal_autocheckpoint = 1000");
+        this.onIncompleteCheckpoint?.(`${message}; the main connection checkpoints automatically from now on`);
+      },
+    });
     const interval = opts.batchIntervalMs ?? 100;
     invariant(interval > 0, "batchIntervalMs must be positive");
     this.timer = setInterval(() => this.commitIfPending(), interval);
@@ -116,6 +133,7 @@ export class Backend {
     const db = new Database(this.path);
     db.pragma("journal_mode = WAL");
     db.pragma("synchronous = NORMAL"); // see the file comment (durability)
+    db.pragma(`wal_autocheckpoint = ${this.autoCheckpoint ? 1000 : 0}`); // checkpointer.ts
     this.begin = db.prepare("BEGIN");
     this.commit = db.prepare("COMMIT");
     this.begin.run();
@@ -161,6 +179,7 @@ export class Backend {
 
   private commitIfPending(): void {
     if (!this.closed && this.pending > 0) this.forceCommit();
+    if (!this.closed && !this.checkpointer.running) this.checkpointer.maybeStart(fileBytes(`${this.path}-wal`));
   }
 
   /** Commits the batch transaction now and opens the next one. */
@@ -263,10 +282,15 @@ export class Backend {
    */
   async installImage(imagePath: string): Promise<void> {
     await this.sync();
+    // The -wal checkpointed off the event loop, and the worker's connection closed: it must not
+    // stay open on the replaced file (it starts again on the new one when its -wal grows).
+    await this.checkpointer.checkpoint();
+    await this.checkpointer.stop();
     this.replaceFile(imagePath, "move");
   }
 
   private replaceFile(snapshotPath: string, how: "copy" | "move"): void {
+    this.checkpointer.terminate(); // stopped already by installImage; restore is synchronous
     this.commitBatch();
     // The old database complete in its own file and on disk, so its -wal can go before the new
     // file is renamed in (a -wal left beside the new file would be replayed into it). A reader
@@ -292,15 +316,7 @@ export class Backend {
 
   /** Bytes on disk: database file plus its WAL. */
   sizeBytes(): number {
-    let size = 0;
-    for (const f of [this.path, `${this.path}-wal`]) {
-      try {
-        size += fs.statSync(f).size;
-      } catch {
-        // absent WAL file counts as 0
-      }
-    }
-    return size;
+    return fileBytes(this.path) + fileBytes(`${this.path}-wal`);
   }
 
   /** Rewrites the file without free pages (VACUUM), blocking like etcd's defrag. */
@@ -334,6 +350,7 @@ export class Backend {
     if (this.closed) return;
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
+    this.checkpointer.terminate();
     this.commitBatch();
     this.closed = true;
     this.db.close();
@@ -344,6 +361,7 @@ export class Backend {
     if (this.closed) return;
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
+    this.checkpointer.terminate();
     this.closed = true;
     this.db.close(); // closing with an open transaction rolls it back
   }
@@ -377,6 +395,15 @@ function installSnapshotFile(snapshotPath: string, dbPath: string, how: "copy" |
   }
   fs.renameSync(source, dbPath);
   fsyncFileSync(dirname(dbPath));
+}
+
+/** A file's size, 0 when it is absent (a -wal is absent until the first write). */
+function fileBytes(path: string): number {
+  try {
+    return fs.statSync(path).size;
+  } catch {
+    return 0;
+  }
 }
 
 /** fsync a file or a directory, if it exists (a -wal is absent until the first write). */

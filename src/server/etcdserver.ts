@@ -60,6 +60,7 @@ import { publish } from "./publish.js";
 import { RaftLoop } from "./raft_loop.js";
 import { RaftStorage } from "./raft_storage.js";
 import { ReadIndex } from "./read_index.js";
+import { walSegmentSizeOption } from "./wal_segment_size.js";
 import { readGateWithBugs, type TestBug } from "./test_bugs.js";
 import { Snapshots } from "./snapshots.js";
 import { Transport } from "./transport/transport.js";
@@ -213,6 +214,7 @@ export class EtcdServer {
       logger: componentLogger(this.rootLogger, "wal"),
       registry,
       unsafeNoSync: testBugs.has("wal-no-sync"),
+      segmentSizeBytes: walSegmentSizeOption(process.env, this.logger),
     });
     this.rs = storage;
     if (!existed && this.kv.consistentIndex() > 0) {

@@ -24,6 +24,8 @@ export interface RaftStorageOptions {
   registry?: Registry;
   /** TEST-ONLY: see WalOptions.unsafeNoSync (ETCETERA_TEST_BUG=wal-no-sync). */
   unsafeNoSync?: boolean;
+  /** WalOptions.segmentSizeBytes (TEST-ONLY below the default: wal_segment_size.ts). */
+  segmentSizeBytes?: number;
 }
 
 export interface OpenedRaftStorage {
@@ -48,7 +50,7 @@ export class RaftStorage {
       walDir: opts.walDir,
       snapDir: opts.snapDir,
       metadata: { memberId: opts.memberId, clusterId: opts.clusterId },
-      wal: { logger: opts.logger, registry: opts.registry, maxWals: opts.maxWals, unsafeNoSync: opts.unsafeNoSync },
+      wal: { logger: opts.logger, registry: opts.registry, maxWals: opts.maxWals, unsafeNoSync: opts.unsafeNoSync, segmentSizeBytes: opts.segmentSizeBytes },
       logger: opts.logger,
     });
     if (opened.metadata.memberId !== opts.memberId) {

@@ -84,7 +84,12 @@ export class Snapshots {
    * backend far behind a WAL that no longer held the entries between).
    */
   async take(index: number, term: number, confState: ConfState): Promise<void> {
+    // sync() commits synchronously, at the call, everything applied so far: durable up to here.
+    const durableIndex = this.o.consistentIndex();
     await this.o.backend.sync();
+    if (durableIndex < index) {
+      throw new Error(`snapshot at ${index} would release raft entries the backend holds durably only up to ${durableIndex}`);
+    }
     await this.o.storage.snapshotAt(index, confState, new Uint8Array(0));
     this.o.logger.info({ index, term }, "saved snapshot");
   }

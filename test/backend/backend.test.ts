@@ -242,3 +242,47 @@ describe("the image sent to a follower (Backend.snapshot, written by a worker)",
     be.close();
   });
 });
+
+describe("checkpoints (checkpointer.ts: on a worker, never inside a commit on the event loop)", () => {
+  async function until(what: string, ok: () => boolean, timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!ok()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  it("the main connection never checkpoints; the worker copies the -wal into the file, also after an install", async () => {
+    const file = tmpFile();
+    const be = Backend.open(file, { batchIntervalMs: 20 });
+    const a = new NoteStore("a", []);
+    be.register(a);
+    expect(be.connection.pragma("wal_autocheckpoint", { simple: true })).toBe(0);
+    const sizeAtStart = fs.statSync(file).size;
+    const row = "x".repeat(4096);
+    // 4 MiB of commits: SQLite's automatic checkpoint (1000 pages) would have run inside a COMMIT;
+    // here the file stays as it was until the worker starts (at 1 MiB of -wal) and checkpoints.
+    for (let i = 0; i < 1024; i++) {
+      a.insert!.run(row);
+      if (i % 64 === 63) be.forceCommit();
+    }
+    be.forceCommit();
+    expect(fs.statSync(file).size, "no checkpoint ran on the main connection").toBe(sizeAtStart);
+    await until("the worker's checkpoint", () => fs.statSync(file).size > 4 * 1024 * 1024);
+    expect(committedRows(file, "a")).toBe(1024);
+
+    const image = path.join(path.dirname(file), "image.db");
+    await be.snapshot(image);
+    await be.installImage(image);
+    expect(be.connection.pragma("wal_autocheckpoint", { simple: true })).toBe(0);
+    const afterInstall = fs.statSync(file).size;
+    for (let i = 0; i < 1024; i++) {
+      a.insert!.run(row);
+      if (i % 64 === 63) be.forceCommit();
+    }
+    be.forceCommit();
+    await until("a checkpoint of the installed file", () => fs.statSync(file).size > afterInstall + 3 * 1024 * 1024);
+    expect(committedRows(file, "a")).toBe(2048);
+    be.close();
+  });
+});

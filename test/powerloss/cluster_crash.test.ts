@@ -1,12 +1,14 @@
 /**
  * Members of a three-member cluster lose power under a write load (issue 20): one member right
  * after its raft snapshot, a majority, and all three at once (the case no SIGKILL test can
- * show: every page cache is gone). Every acknowledged put survives, every member converges to
+ * show: every page cache is gone); a follower (alone, or with the others) in the middle of
+ * installing a snapshot it is catching up by; every member around a raft WAL segment cut. Every acknowledged put survives, every member converges to
  * the same HashKV, every backend passes integrity_check.
  *
  * Seeded through test/seed.ts: SEED= replays a run, CI takes a fixed seed, the seed is printed.
  * The long run (200 seeded crashes of all three) is
- * `npm run powerloss -- --cluster --victims all --seeds 200 --cut-at delay,snapshot`.
+ * `npm run powerloss -- --cluster --victims all --seeds 200 --cut-at delay,snapshot`; the new
+ * moments as `--cut-at snapshot-install,wal-cut`.
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { testSeed } from "../seed.js";
@@ -21,6 +23,11 @@ const CASES: { victims: Victims; cutAt: ClusterCutAt; writebackPercent: number }
   { victims: "all", cutAt: "snapshot", writebackPercent: 50 },
   { victims: "one", cutAt: "snapshot", writebackPercent: 50 },
   { victims: "majority", cutAt: "delay", writebackPercent: 50 },
+  // A follower catching up by a snapshot loses power during its receive, fsync, rename or install.
+  { victims: "one", cutAt: "snapshot-install", writebackPercent: 50 },
+  { victims: "all", cutAt: "snapshot-install", writebackPercent: 0 },
+  // Every member loses power around a raft WAL segment cut (64 KiB segments: cluster_cuts.ts).
+  { victims: "all", cutAt: "wal-cut", writebackPercent: 50 },
 ];
 
 describe("members of a three-member cluster lose power", () => {

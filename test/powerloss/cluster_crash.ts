@@ -1,8 +1,9 @@
 /**
  * Members of a three-member cluster lose power under a write load (issue 20): each member's data
  * dir on its own lazyfs, acknowledged puts recorded, then one member, two (a majority) or all three
- * lose power at the same seeded moment (a delay, or right after the first victim logs a raft
- * snapshot), restart on what is left, and the checks:
+ * lose power at the same seeded moment (a delay; right after the first victim logs a raft
+ * snapshot; at a step of a follower's snapshot install; around a raft WAL segment cut:
+ * cluster_cuts.ts), restart on what is left, and the checks:
  *
  *   - every victim starts, or refuses with a message naming a file and an offset;
  *   - the cluster converges: one leader, every member at the same revision;
@@ -20,14 +21,15 @@ import { reservePorts } from "../ports.js";
 import { mulberry32 } from "../prng.js";
 import { EtcdConnection } from "../reliability/etcd_client.js";
 import { integrityOf, killMember, namesFileAndOffset, refusalLine, startMember, valueOf, waitForLine } from "./crash_checks.js";
+import { awaitInstallStep, awaitWalCut, pickFollower, WAL_CUT_ENV } from "./cluster_cuts.js";
 import { LazyFs, scratch } from "./lazyfs.js";
 
 export { stopAll } from "./crash_checks.js";
 
 export type Victims = "one" | "majority" | "all";
 export const VICTIMS: readonly Victims[] = ["one", "majority", "all"];
-export type ClusterCutAt = "delay" | "snapshot";
-export const CLUSTER_CUT_POINTS: readonly ClusterCutAt[] = ["delay", "snapshot"];
+export type ClusterCutAt = "delay" | "snapshot" | "snapshot-install" | "wal-cut";
+export const CLUSTER_CUT_POINTS: readonly ClusterCutAt[] = ["delay", "snapshot", "snapshot-install", "wal-cut"];
 
 export interface ClusterCrashOptions {
   seed: number;
@@ -132,7 +134,8 @@ export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCr
   const rnd = mulberry32(o.seed);
   const valueBytes = o.valueBytes ?? 2048;
   const concurrency = o.concurrency ?? 24;
-  const victims = pickVictims(o.victims, rnd);
+  let victims = pickVictims(o.victims, rnd);
+  const env = { ...(o.cutAt === "wal-cut" ? WAL_CUT_ENV : {}), ...o.env };
   const s = scratch("etcetera-powerloss-cluster");
   const ports = await reservePorts(6);
   const specs = NAMES.map((name, i) => ({ name, clientPort: ports[2 * i]!, peerPort: ports[2 * i + 1]!, dataDir: join(s.mnt, name, "data") }));
@@ -148,6 +151,8 @@ export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCr
     "--initial-cluster-token=powerloss-cluster",
     "--initial-cluster-state=new",
     `--snapshot-count=${o.snapshotCount ?? 1000}`,
+    // A follower restarted a few hundred puts behind must need a snapshot (snapshot-install).
+    ...(o.cutAt === "snapshot-install" ? ["--experimental-snapshot-catchup-entries=50"] : []),
     `--max-wals=${o.maxWals ?? 1}`,
     "--log-level=info",
   ];
@@ -166,7 +171,7 @@ export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCr
     });
   try {
     for (let i = 0; i < 3; i++) mounts[i] = await mount(i, join(s.root, `cut-${NAMES[i]}.log`), true);
-    for (const x of specs) members.push(startMember(x, argsOf(x), o.env));
+    for (const x of specs) members.push(startMember(x, argsOf(x), env));
     await Promise.all(members.map((m) => m.waitReady(60_000)));
     for (const m of members) conns.push(new EtcdConnection(m.endpoint));
 
@@ -198,6 +203,14 @@ export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCr
       const delayMs = Math.floor(200 + rnd() * ((o.maxDelayMs ?? 6000) - 200));
       await sleep(delayMs);
       cutDescription = `${delayMs} ms after the first acknowledged put`;
+    } else if (o.cutAt === "snapshot-install") {
+      // The first victim is a follower that catches up by a snapshot; the others (if any) go with it.
+      const f = await pickFollower(conns, rnd, 30_000);
+      victims = o.victims === "one" ? [f] : [f, ...victims.filter((i) => i !== f)].slice(0, victims.length);
+      const writesWhileDown = 2 * (o.snapshotCount ?? 1000) + 200;
+      cutDescription = await awaitInstallStep({ members, follower: f, ackedCount: () => acked.size, writesWhileDown, rnd, env, args: argsOf(specs[f]!) });
+    } else if (o.cutAt === "wal-cut") {
+      cutDescription = await awaitWalCut(members[victims[0]!]!, rnd);
     } else {
       const needle = '"msg":"saved snapshot"';
       const occurrence = 1 + Math.floor(rnd() * 3);
@@ -227,7 +240,7 @@ export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCr
     // Restart every victim on what is left.
     for (const i of victims) {
       mounts[i] = await mount(i, join(s.root, `after-${NAMES[i]}.log`), false);
-      members[i] = startMember(specs[i]!, argsOf(specs[i]!), o.env);
+      members[i] = startMember(specs[i]!, argsOf(specs[i]!), env);
     }
     await Promise.all(
       victims.map(async (i, k) => {

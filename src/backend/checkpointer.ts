@@ -1,0 +1,163 @@
+/**
+ * The backend's checkpoints, on a worker thread (as image_worker.ts writes images): a checkpoint
+ * copies -wal frames into the database file and, under synchronous=NORMAL, fsyncs the -wal before
+ * and the database file after. SQLite's automatic checkpoint runs inside the COMMIT that crossed
+ * its threshold (1000 pages), on the connection that committed: the member's, on the event loop,
+ * with both fsyncs (measured tens of ms under a write load, hundreds when the disk is busy). The
+ * main connection turns it off (wal_autocheckpoint=0) and this worker, on a connection of its own
+ * to the same file, runs PASSIVE checkpoints instead: they never wait for a lock or a reader, so
+ * applies on the main connection continue meanwhile (WAL mode allows one checkpointer beside a
+ * writer).
+ *
+ * Durability (backend.ts, issue 20) does not depend on when checkpoints run: Backend.sync fsyncs
+ * the -wal and the file itself before the raft WAL releases anything, and SQLite restarts the
+ * -wal (overwriting frames) only after a complete checkpoint, which fsynced the file first.
+ *
+ * Started lazily: a backend whose -wal never reaches `startBytes` (every unit test's) never pays
+ * for a thread. If the worker fails, the main connection gets its automatic checkpoint back (the
+ * -wal must not grow without bound) and `onError` is told.
+ */
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
+
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require("node:worker_threads");
+const Database = require(workerData.sqlite);
+let db;
+function open() {
+  db = new Database(workerData.path, { fileMustExist: true });
+  db.pragma("synchronous = NORMAL");
+  db.pragma("wal_autocheckpoint = 0");
+}
+function checkpoint() {
+  const [r] = db.pragma("wal_checkpoint(PASSIVE)");
+  return r;
+}
+open();
+const timer = setInterval(() => {
+  try {
+    checkpoint();
+  } catch (e) {
+    parentPort.postMessage({ error: String(e) });
+  }
+}, workerData.intervalMs);
+parentPort.on("message", (m) => {
+  try {
+    if (m.type === "checkpoint") parentPort.postMessage({ id: m.id, result: checkpoint() });
+    else if (m.type === "reopen") {
+      db.close();
+      open();
+      parentPort.postMessage({ id: m.id, result: null });
+    } else if (m.type === "close") {
+      clearInterval(timer);
+      db.close();
+      parentPort.postMessage({ id: m.id, result: null });
+      parentPort.close();
+    }
+  } catch (e) {
+    parentPort.postMessage({ id: m.id, error: String(e) });
+  }
+});
+`;
+
+const sqliteModule = createRequire(import.meta.url).resolve("better-sqlite3");
+
+export interface CheckpointResult {
+  busy: number;
+  log: number;
+  checkpointed: number;
+}
+
+export interface CheckpointerOptions {
+  /** The database file (in WAL mode, already created). */
+  path: string;
+  /** Start the worker once the -wal holds this many bytes. Default 1 MiB. */
+  startBytes?: number;
+  /** How often the worker checkpoints (a no-op when no frame is new). Default 200 ms. */
+  intervalMs?: number;
+  /** The worker failed: the caller turns the main connection's automatic checkpoint back on. */
+  onError(message: string): void;
+}
+
+type Reply = { id?: number; result?: CheckpointResult | null; error?: string };
+
+export class Checkpointer {
+  private worker: Worker | undefined;
+  private failed = false;
+  private nextId = 0;
+  private readonly waiting = new Map<number, { resolve(r: CheckpointResult | null): void; reject(e: Error): void }>();
+  readonly startBytes: number;
+
+  constructor(private readonly o: CheckpointerOptions) {
+    this.startBytes = o.startBytes ?? 1024 * 1024;
+  }
+
+  /** True once the worker runs (the main connection's automatic checkpoint is off either way). */
+  get running(): boolean {
+    return this.worker !== undefined;
+  }
+
+  /** Starts the worker if the -wal reached startBytes (called after commits). */
+  maybeStart(walBytes: number): void {
+    if (this.worker !== undefined || this.failed || walBytes < this.startBytes) return;
+    const w = new Worker(WORKER_SOURCE, { eval: true, workerData: { sqlite: sqliteModule, path: this.o.path, intervalMs: this.o.intervalMs ?? 200 } });
+    w.unref();
+    w.on("message", (m: Reply) => {
+      if (m.id === undefined) return this.fail(`checkpoint of ${this.o.path} failed: ${m.error}`);
+      const p = this.waiting.get(m.id);
+      this.waiting.delete(m.id);
+      if (m.error !== undefined) p?.reject(new Error(m.error));
+      else p?.resolve(m.result ?? null);
+    });
+    w.on("error", (e) => this.fail(`checkpointer of ${this.o.path} failed: ${e.message}`));
+    w.on("exit", (code) => {
+      if (this.worker === w) this.fail(`checkpointer of ${this.o.path} exited with code ${code}`);
+    });
+    this.worker = w;
+  }
+
+  /** One PASSIVE checkpoint now, off the event loop (undefined when the worker is not running). */
+  async checkpoint(): Promise<CheckpointResult | undefined> {
+    return (await this.request("checkpoint")) ?? undefined;
+  }
+
+  /** The file was replaced (a snapshot install): the worker's connection moves to the new one. */
+  async reopen(): Promise<void> {
+    await this.request("reopen");
+  }
+
+  /** Stops the worker (its connection closed first); the Checkpointer may start again later. */
+  async stop(): Promise<void> {
+    const w = this.worker;
+    if (w === undefined) return;
+    await this.request("close").catch(() => undefined);
+    this.worker = undefined;
+    await w.terminate();
+  }
+
+  /** Stops the worker without waiting (Backend.close is synchronous). */
+  terminate(): void {
+    const w = this.worker;
+    this.worker = undefined;
+    if (w !== undefined) void w.terminate();
+    for (const p of this.waiting.values()) p.reject(new Error("checkpointer terminated"));
+    this.waiting.clear();
+  }
+
+  private request(type: "checkpoint" | "reopen" | "close"): Promise<CheckpointResult | null> {
+    const w = this.worker;
+    if (w === undefined) return Promise.resolve(null);
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      w.postMessage({ type, id });
+    });
+  }
+
+  private fail(message: string): void {
+    if (this.failed) return;
+    this.failed = true;
+    this.terminate();
+    this.o.onError(message);
+  }
+}
