@@ -14,8 +14,8 @@
  */
 import type { Database } from "better-sqlite3";
 import type { Backend } from "../backend/backend.js";
-import type { EtcdAlarm, EtcdBackendContent, EtcdLease, EtcdMember, EtcdRevisionRecord, SnapshotChunk, SnapshotStreamResult } from "../etcd_format/index.js";
-import { streamEtcdSnapshot } from "../etcd_format/index.js";
+import type { EtcdAlarm, EtcdAuthState, EtcdBackendContent, EtcdLease, EtcdMember, EtcdRevisionRecord, SnapshotChunk, SnapshotStreamResult } from "../etcd_format/index.js";
+import { decodeRole, decodeUser, streamEtcdSnapshot } from "../etcd_format/index.js";
 import { META_CONSISTENT_INDEX } from "../mvcc/kvstore.js";
 import { META_FINISHED_COMPACT, META_SCHEDULED_COMPACT } from "../mvcc/kvstore_compaction.js";
 import { revMain, revSub } from "../mvcc/revision.js";
@@ -37,6 +37,31 @@ const CLUSTER_VERSION = "3.4.0";
  * and commits auth revision 1; authEnabled is written only by AuthEnable/AuthDisable.
  */
 const AUTH_NEVER_ENABLED = { enabled: undefined, revision: 1n, users: [], roles: [] } as const;
+
+/**
+ * The auth store's tables (src/auth/store.ts) as etcd's auth, authRoles and authUsers buckets: the
+ * users and roles are stored as etcd's authpb bytes already and go over unchanged (bcrypt hashes
+ * included), so a restored etcd enforces the same users, roles and permissions. authEnabled is
+ * present once auth was enabled or disabled, as in etcd. The store counts its revision from 0
+ * where etcd's NewAuthStore starts at 1: an untouched store is written as etcd's 1.
+ */
+function authState(db: Database): EtcdAuthState {
+  const hasAuth = db.prepare<[], number>("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('auth', 'auth_users', 'auth_roles')").pluck().get() === 3;
+  if (!hasAuth) return AUTH_NEVER_ENABLED;
+  const meta = new Map(
+    db
+      .prepare<[], { key: string; value: number }>("SELECT key, value FROM auth")
+      .all()
+      .map((r) => [r.key, r.value] as const),
+  );
+  const enabled = meta.get("enabled");
+  return {
+    enabled: enabled === undefined ? undefined : enabled === 1,
+    revision: BigInt(Math.max(1, meta.get("revision") ?? 0)),
+    users: db.prepare<[], Buffer>("SELECT user FROM auth_users ORDER BY name").pluck().all().map((u) => decodeUser(u)),
+    roles: db.prepare<[], Buffer>("SELECT role FROM auth_roles ORDER BY name").pluck().all().map((r) => decodeRole(r)),
+  };
+}
 
 type KvRaw = [number, Buffer, Buffer | null, number, number, number, number];
 
@@ -107,7 +132,7 @@ export function etcdBackendContent(db: Database): EtcdBackendContent {
     removedMemberIds,
     clusterVersion: CLUSTER_VERSION,
     alarms,
-    auth: AUTH_NEVER_ENABLED,
+    auth: authState(db),
   };
 }
 
