@@ -73,6 +73,13 @@ export class RaftLoop {
   private again = false;
   private stopped = false;
   private campaignedAlone = false;
+  /**
+   * A member was added since the last snapshot: raft sends a member that needs one only a
+   * snapshot whose configuration holds it (raft.ts maybeSendSnapshot), so the next is taken
+   * at once rather than after --snapshot-count more entries (which an idle cluster never writes:
+   * a learner added after the last snapshot of a compacted log waited forever).
+   */
+  private memberAddedSinceSnapshot = false;
   private readonly leaderWatchers = new Set<() => void>();
 
   constructor(private readonly o: RaftLoopOptions) {
@@ -118,7 +125,10 @@ export class RaftLoop {
 
   /** raft's ApplyConfChange; the applier runs it for every conf-change entry, replayed ones included. */
   applyConfChange(cc: ConfChangeV2): ConfState {
+    const before = this.confState;
     this.confState = this.o.raw.applyConfChange(cc);
+    const known = new Set([...before.voters, ...before.learners, ...before.votersOutgoing, ...before.learnersNext]);
+    if ([...this.confState.voters, ...this.confState.learners].some((id) => !known.has(id))) this.memberAddedSinceSnapshot = true;
     return this.confState;
   }
 
@@ -181,7 +191,7 @@ export class RaftLoop {
         this.again = false;
         this.o.proposals.flush(this.o.raw);
         while (!this.stopped && this.o.raw.hasReady()) await this.handleReady(this.o.raw.ready());
-        if (!this.stopped && this.appliedIndex - this.snapshotIndex > this.o.snapshotCount) await this.takeSnapshot();
+        if (!this.stopped && this.snapshotDue()) await this.takeSnapshot();
       } while (this.again && !this.stopped);
     } catch (err) {
       this.o.logger.fatal({ err: String(err), stack: (err as Error).stack }, "raft loop failed; stopping the member");
@@ -279,8 +289,15 @@ export class RaftLoop {
     if (entries.length > 0) this.o.applyWait.trigger(this.appliedIndex);
   }
 
+  private snapshotDue(): boolean {
+    const since = this.appliedIndex - this.snapshotIndex;
+    // Before the first snapshot the log is whole from index 1: a new member catches up from it.
+    return since > this.o.snapshotCount || (this.memberAddedSinceSnapshot && since > 0 && this.snapshotIndex > 0);
+  }
+
   private async takeSnapshot(): Promise<void> {
     const index = this.appliedIndex;
+    this.memberAddedSinceSnapshot = false;
     await this.o.snapshots.take(index, this.term, this.confState);
     this.snapshotIndex = index;
   }

@@ -167,7 +167,7 @@ export class DynamicCluster {
   }
 
   logs(): string {
-    return this.members.map((m) => `==== ${m.spec.name}\n${m.log.slice(-3000)}`).join("\n");
+    return this.members.map((m) => `==== ${m.spec.name}\n${m.log.slice(-6000)}`).join("\n");
   }
 }
 

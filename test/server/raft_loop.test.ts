@@ -8,7 +8,7 @@
 import { memorySnapshotBody } from "../../src/server/transport/snapshot_body.js";
 import { describe, expect, it } from "vitest";
 import { MemoryStorage, RawNode } from "../../src/raft/index.js";
-import type { Entry, HardState, Message, Snapshot } from "../../src/raft/types.js";
+import { ConfChangeTransition, ConfChangeType, type Entry, type HardState, type Message, type Snapshot } from "../../src/raft/types.js";
 import { Applier } from "../../src/server/apply.js";
 import { IdGenerator } from "../../src/server/id_gen.js";
 import { silentLogger } from "../../src/server/logger.js";
@@ -136,6 +136,25 @@ describe("raft loop", () => {
     await until(() => t.taken.length > 0, "a snapshot");
     expect(t.taken[0]).toBeGreaterThan(3);
     expect(t.taken[0]).toBeLessThanOrEqual(loop.applied());
+    await loop.stop();
+  });
+
+  it("takes a snapshot at once when a member was added since the last (raft sends none that predates its membership)", async () => {
+    const { t, loop, proposals } = setup({ snapshotCount: 3 });
+    loop.schedule();
+    await until(() => loop.isLeader(), "leadership");
+    for (let i = 0; i < 4; i++) await proposals.propose({ put: { key: Buffer.from(`k${i}`), value: Buffer.from("v") } });
+    await until(() => t.taken.length > 0, "a snapshot");
+    const before = t.taken.length;
+    const last = t.taken[before - 1]!;
+    await proposals.propose({ put: { key: Buffer.from("one-more"), value: Buffer.from("v") } });
+    expect(loop.applied() - last).toBeLessThanOrEqual(3);
+    expect(t.taken.length).toBe(before); // fewer than --snapshot-count entries since: no snapshot yet
+    loop.applyConfChange({ transition: ConfChangeTransition.Auto, changes: [{ type: ConfChangeType.AddLearnerNode, nodeId: 2 }], context: new Uint8Array(0) });
+    loop.schedule();
+    await until(() => t.taken.length > before, "a snapshot holding the new member");
+    expect(t.taken[before]!).toBe(loop.applied());
+    expect(t.taken[before]! - last).toBeLessThanOrEqual(3);
     await loop.stop();
   });
 
