@@ -5,8 +5,9 @@
 import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reservePort } from "../ports.js";
-import { etcdctl, eventually, Member } from "./harness.js";
+import { etcdctl, eventually, Member, sleep } from "./harness.js";
 import { DynamicCluster, peerUrl } from "./membership_harness.js";
+import { parseExposition } from "./prometheus.js";
 
 /** etcdctl's error line (it prints "Error: <the server's message>" and exits non-zero). */
 async function refusal(endpoints: string, args: string[]): Promise<string> {
@@ -135,5 +136,55 @@ describe("refusals while new voters have not started (strict reconfig check)", (
     );
     const self = await c.idOf(n1);
     expect(await refusal(n1.endpoint, ["member", "remove", self])).toBe("Error: etcdserver: re-configuration failed due to not enough started members");
+  });
+});
+
+/** The sum of etcd_network_active_peers toward `remote` on `m` (etcd counts each of its two streams). */
+async function activePeers(m: Member, remote: string): Promise<number> {
+  const text = await (await fetch(`${m.clientUrl}/metrics`)).text();
+  const families = parseExposition(text);
+  const samples = families.get("etcd_network_active_peers")?.samples ?? [];
+  // etcetera pads ids to 16 hex digits in labels; etcdctl prints them without leading zeros.
+  const id = BigInt(`0x${remote}`);
+  return samples.filter((s) => s.labels.Remote !== undefined && BigInt(`0x${s.labels.Remote}`) === id).reduce((n, s) => n + s.value, 0);
+}
+
+describe("a SIGKILLed member of three: its peers notice, and the strict reconfig check keeps the quorum left", () => {
+  let c: DynamicCluster;
+  beforeAll(async () => {
+    c = await DynamicCluster.create(3);
+    await c.start();
+    await c.leader();
+  }, 60_000);
+  afterAll(async () => c?.destroy());
+
+  it("every survivor sees the dead peer inactive, refuses to remove a live member (unhealthy cluster), and removes the dead one", async () => {
+    const leader = await c.leader();
+    const connectedAtMs = Date.now();
+    // A follower dies: the other follower has no traffic of its own to it, only the streams.
+    const dead = c.members.find((m) => m !== leader)!;
+    const deadId = await c.idOf(dead);
+    const live = c.members.filter((m) => m !== dead);
+    const liveIds = await Promise.all(live.map((m) => c.idOf(m)));
+    for (const m of live) {
+      await eventually(async () => ((await activePeers(m, deadId)) > 0 ? true : undefined), 30_000, `${m.spec.name} connected to ${dead.spec.name}`);
+    }
+    await dead.kill("SIGKILL");
+    for (const m of live) {
+      await eventually(async () => ((await activePeers(m, deadId)) === 0 ? true : undefined), 30_000, `${m.spec.name}'s etcd_network_active_peers toward the dead ${dead.spec.name} at 0`);
+    }
+    // The check counts a peer active once connected for etcd's HealthInterval (5 s): past it, the
+    // survivors count each other, and a refusal is due to the dead member alone.
+    await sleep(Math.max(0, connectedAtMs + 6000 - Date.now()));
+    // Each survivor (the leader and the follower) asked to remove the other: with one of three
+    // down, that would leave one started member of two, no quorum. Refused however long it waits.
+    for (const [i, m] of live.entries()) {
+      const other = liveIds[1 - i]!;
+      expect(await refusal(m.endpoint, ["member", "remove", other]), `${m.spec.name} asked to remove a live member`).toBe("Error: etcdserver: unhealthy cluster");
+    }
+    expect((await c.list(live)).map((l) => l.id).sort()).toEqual([...liveIds, deadId].sort());
+    // The dead member is not part of the active quorum: its removal is allowed.
+    const out = await c.removeSettled(deadId, live, "member remove of the dead member");
+    expect(out).toMatch(new RegExp(`^Member\\s+${deadId} removed from cluster`));
   });
 });

@@ -130,6 +130,23 @@ export class DynamicCluster {
     return { member, id: addedMemberId(r.stdout), stdout: r.stdout };
   }
 
+  /**
+   * `etcdctl member remove id` through `via`, retried while the strict reconfig check answers
+   * "unhealthy cluster" (peers not yet connected for its HealthInterval); returns its output.
+   */
+  async removeSettled(id: string, via: Member[], what: string): Promise<string> {
+    return eventually(
+      async () => {
+        const r = await etcdctl(this.endpoints(via), ["member", "remove", id]);
+        if (r.code !== 0 && /unhealthy cluster/.test(r.stderr)) return undefined;
+        if (r.code !== 0) throw new Error(r.stderr);
+        return r.stdout;
+      },
+      30_000,
+      what,
+    );
+  }
+
   /** The member list as `via` reports it. */
   async list(via: Member[]): Promise<ListedMember[]> {
     const r = await etcdctl(this.endpoints(via), ["member", "list"]);

@@ -69,16 +69,7 @@ describe("a SIGKILLed member replaced by remove + add + start with a fresh data 
     voters = voters.filter((m) => m !== dead);
     await writer.waitForMore(30, "writes on two members");
     // A member that is down is not part of the active quorum: its removal is allowed at once.
-    const out = await eventually(
-      async () => {
-        const r = await etcdctl(c.endpoints(voters), ["member", "remove", deadId]);
-        if (r.code !== 0 && /unhealthy cluster/.test(r.stderr)) return undefined;
-        if (r.code !== 0) throw new Error(r.stderr);
-        return r.stdout;
-      },
-      30_000,
-      "member remove of the dead member",
-    );
+    const out = await c.removeSettled(deadId, voters, "member remove of the dead member");
     expect(out).toMatch(new RegExp(`^Member\\s+${deadId} removed from cluster`));
     const { member } = await addSettled(c, "n4", voters);
     voters.push(member);

@@ -259,6 +259,42 @@ describe("transport over loopback", () => {
     }
   });
 
+  it("resets its stream to a peer it hears nothing from (etcd's ConnReadTimeout): inactive, ActiveSince cleared", async () => {
+    // A fake peer that takes our stream and reads it, but never dials us back: from here it is silent.
+    const sockets: net.Socket[] = [];
+    const fake = net.createServer((s) => {
+      sockets.push(s);
+      s.once("data", () => s.write(encodeHelloOk(2)));
+    });
+    await new Promise<void>((r) => fake.listen(0, "127.0.0.1", r));
+    try {
+      const a = await startNode(1, { limits: { streamReadTimeoutMs: 150 } });
+      nodes.push(a);
+      a.transport.addPeer(2, [`http://127.0.0.1:${(fake.address() as net.AddressInfo).port}`]);
+      await waitFor(() => a.transport.isActive(2), "stream to the fake peer");
+      await waitFor(() => a.lines.some((l) => l.msg === "resetting stream to peer" && l["remote-peer-id"] === "0000000000000002"), "the silent peer's stream reset");
+      expect(a.unreachable).toContain(2);
+      // Each incarnation of the stream is reset in turn: the peer never counts as connected for long.
+      await waitFor(() => a.lines.filter((l) => l.msg === "resetting stream to peer").length >= 2, "the redialed stream reset again");
+      const since = a.transport.activeSince(2);
+      expect(since === undefined || performance.now() - since < 1_000).toBe(true);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => fake.close(r));
+    }
+  });
+
+  it("keeps idle streams active with link heartbeats: peers with nothing to say are not reset", async () => {
+    const [a, b] = await cluster(2, { limits: { streamReadTimeoutMs: 150 } });
+    const since = a!.transport.activeSince(2)!;
+    // Several read timeouts with no Raft message either way.
+    const until = Date.now() + 1_000;
+    await waitFor(() => Date.now() > until, "a second of idle streams");
+    for (const n of [a!, b!]) expect(n.lines.filter((l) => l.msg === "resetting stream to peer")).toEqual([]);
+    expect(a!.transport.activeSince(2)).toBe(since);
+    expect(b!.transport.isActive(1)).toBe(true);
+  });
+
   it("bounds the memory of snapshots being received at once", async () => {
     const [a, b] = await cluster(2, { limits: { maxInboundSnapshotBytes: 1000 } });
     const snap: Message = {

@@ -27,6 +27,12 @@ export interface TransportLimits {
   maxInboundSnapshotBytes: number;
   /** An outgoing stream whose unsent bytes make no progress for this long is considered dead. */
   streamStallTimeoutMs: number;
+  /**
+   * etcd's ConnReadTimeout: a peer from which nothing (no message, no link heartbeat) came for
+   * this long, over a stream of ours at least this old, is inactive: our stream to it is reset.
+   * An idle stream sends a link heartbeat every third of it, so a live peer is always heard.
+   */
+  streamReadTimeoutMs: number;
   /** Time for connect + Hello/HelloOk. */
   handshakeTimeoutMs: number;
   /** A snapshot transfer fails when no byte moves for this long. */
@@ -47,6 +53,7 @@ export const DEFAULT_LIMITS: Readonly<TransportLimits> = Object.freeze({
   maxSnapshotBytes: 16 * 1024 * 1024 * 1024,
   maxInboundSnapshotBytes: 256 * 1024 * 1024,
   streamStallTimeoutMs: 10_000,
+  streamReadTimeoutMs: 5_000,
   handshakeTimeoutMs: 5_000,
   snapshotIdleTimeoutMs: 30_000,
   backoffInitialMs: 50,

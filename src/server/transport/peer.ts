@@ -3,6 +3,11 @@
  * a bounded queue of messages, and a flush that writes everything queued as Messages frames in
  * one corked write. The connection is re-dialed with exponential backoff when it breaks.
  *
+ * An idle stream sends a link heartbeat (an empty Messages frame, as etcd's linkHeartbeatMessage)
+ * every third of the read timeout, so the peer hears from us even when Raft has nothing to say to
+ * it (a follower to another follower): the transport there resets a stream to a peer it stopped
+ * hearing from (etcd's ConnReadTimeout), which is how a dead or hung peer becomes inactive.
+ *
  * Messages are accepted only while the stream is active: a message queued for a dead peer would
  * be stale by the time it arrives, and Raft resends what matters. A refused message makes the
  * transport report the peer unreachable, which moves Raft's progress for it to probing.
@@ -14,6 +19,9 @@ import { encodedMessageBytes } from "./codec.js";
 import type { TransportContext } from "./context.js";
 import { dialPeer, HandshakeRejectedError } from "./dial.js";
 import { encodeMessages, messagesFrameBytes } from "./protocol.js";
+
+/** etcd's linkHeartbeatMessage: a frame that carries nothing but that we are alive. */
+const LINK_HEARTBEAT = encodeMessages([]);
 import { ConnectionKind, RejectReason } from "./protocol.js";
 import { peerUrlToAddress } from "./url.js";
 
@@ -48,6 +56,9 @@ export class PeerStream {
   private backoffMs: number;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private stallTimer: NodeJS.Timeout | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  /** Whether anything was written since the last heartbeat tick. */
+  private sentSinceTick = false;
   private readonly dialAbort = new AbortController();
   private lastLoggedError = "";
   private activeSinceMs: number | undefined;
@@ -137,6 +148,7 @@ export class PeerStream {
       start = end;
     }
     socket.uncork();
+    this.sentSinceTick = true;
     this.stats.flushes++;
     this.stats.messagesSent += this.queue.length;
     this.queue = [];
@@ -155,11 +167,25 @@ export class PeerStream {
     if (current !== undefined && !urls.includes(current)) this.socket?.destroy();
   }
 
+  /**
+   * Drops the connection (it is re-dialed with backoff): the transport heard nothing from the
+   * peer for the read timeout. Nothing happens when the stream is not active.
+   */
+  reset(reason: string): void {
+    if (this.state !== "active" || this.socket === undefined) return;
+    this.ctx.logger.warn({ "local-member-id": this.localLabel, "remote-peer-id": this.peerLabel, reason }, "resetting stream to peer");
+    this.socket.destroy();
+  }
+
   stop(): void {
     this.state = "stopped";
     this.dialAbort.abort();
     clearTimeout(this.reconnectTimer);
     clearInterval(this.stallTimer);
+    clearInterval(this.heartbeatTimer);
+    // onClosed ignores the socket once it is no longer ours: the gauge is settled here (a peer
+    // removed and added again, as the bootstrap conf changes do, counted twice before).
+    if (this.socket !== undefined) this.ctx.metrics.activePeers.dec({ Local: this.localLabel, Remote: this.peerLabel });
     this.socket?.destroy();
     this.socket = undefined;
     this.activeSinceMs = undefined;
@@ -195,6 +221,7 @@ export class PeerStream {
     socket.on("close", () => this.onClosed(socket));
     socket.resume();
     this.watchForStall(socket);
+    this.sendHeartbeats(socket);
     this.ctx.metrics.activePeers.inc({ Local: this.localLabel, Remote: this.peerLabel });
     this.ctx.logger.info({ "local-member-id": this.localLabel, "remote-peer-id": this.peerLabel, "remote-peer-url": url }, "peer became active");
     this.hooks.onActiveChange(this.id, true);
@@ -223,10 +250,27 @@ export class PeerStream {
     this.stallTimer.unref();
   }
 
+  /** A link heartbeat whenever a third of the read timeout passed with nothing written. */
+  private sendHeartbeats(socket: net.Socket): void {
+    this.sentSinceTick = false;
+    this.heartbeatTimer = setInterval(
+      () => {
+        if (!this.sentSinceTick && socket.writableLength === 0) socket.write(LINK_HEARTBEAT);
+        this.sentSinceTick = false;
+      },
+      Math.max(1, Math.floor(this.ctx.limits.streamReadTimeoutMs / 3)),
+    );
+    this.heartbeatTimer.unref();
+  }
+
   private onClosed(socket: net.Socket): void {
     if (socket !== this.socket) return;
     clearInterval(this.stallTimer);
+    clearInterval(this.heartbeatTimer);
     this.socket = undefined;
+    // Inactive: etcd's ActiveSince is zero until the stream is up again (the strict reconfig
+    // check counts a dead peer out of the quorum by this).
+    this.activeSinceMs = undefined;
     this.queue = [];
     this.queueSizes = [];
     this.queueBytes = 0;

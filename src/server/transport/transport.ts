@@ -83,6 +83,9 @@ export class Transport {
   private readonly servers: net.Server[] = [];
   private readonly pendingUnreachable = new Set<NodeId>();
   private readonly lastDropLogMs = new Map<NodeId, number>();
+  /** When (performance.now() ms) a byte last came on each peer's stream to us. */
+  private readonly lastHeardMs = new Map<NodeId, number>();
+  private livenessTimer: NodeJS.Timeout | undefined;
   private inboundSnapshotBytes = 0;
   private readonly prober: Prober;
   private flushScheduled = false;
@@ -128,6 +131,26 @@ export class Transport {
     }
     for (const [id, urls] of this.options.peers ?? []) this.addPeer(id, urls);
     this.prober.start();
+    this.livenessTimer = setInterval(() => this.resetSilentPeers(), Math.max(1, Math.floor(this.ctx.limits.streamReadTimeoutMs / 4)));
+    this.livenessTimer.unref();
+  }
+
+  /**
+   * etcd's peer status: a peer is active while its streams work, and inactive once a read from it
+   * times out (ConnReadTimeout). Our stream to a peer we have not heard from for the read timeout
+   * (its own stream to us silent or gone: dead, hung, or cut off) is reset, so it counts inactive
+   * (ActiveSince, etcd_network_active_peers) until both directions work again.
+   */
+  private resetSilentPeers(): void {
+    const nowMs = performance.now();
+    const timeoutMs = this.ctx.limits.streamReadTimeoutMs;
+    for (const [id, peer] of this.peers) {
+      const since = peer.activeSince();
+      if (since === undefined || nowMs - since < timeoutMs) continue;
+      const heard = this.lastHeardMs.get(id);
+      if (heard !== undefined && nowMs - heard < timeoutMs) continue;
+      peer.reset(heard === undefined ? `no stream from the peer for ${timeoutMs} ms` : `nothing heard from the peer for ${Math.round(nowMs - heard)} ms`);
+    }
   }
 
   /** The bound addresses, in listen URL order (resolves port 0). */
@@ -194,6 +217,7 @@ export class Transport {
     this.peers.delete(id);
     this.inboundStreams.get(id)?.destroy();
     this.inboundStreams.delete(id);
+    this.lastHeardMs.delete(id);
     this.snapshotSends.get(id)?.abort();
     this.ctx.logger.info({ "remote-peer-id": formatId(id) }, "removed remote peer");
   }
@@ -234,6 +258,7 @@ export class Transport {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
+    clearInterval(this.livenessTimer);
     this.prober.stop();
     for (const peer of this.peers.values()) peer.stop();
     this.peers.clear();
@@ -290,6 +315,8 @@ export class Transport {
         const old = this.inboundStreams.get(from);
         if (old !== undefined && old !== s) old.destroy();
         this.inboundStreams.set(from, s);
+        this.lastHeardMs.set(from, performance.now());
+        s.on("data", () => this.lastHeardMs.set(from, performance.now()));
         s.once("close", () => {
           if (this.inboundStreams.get(from) === s) this.inboundStreams.delete(from);
         });
