@@ -9,8 +9,9 @@
 import type { ChaosCluster, ChaosMember } from "./chaos_cluster.js";
 import { pick, type Rng } from "./gen.js";
 import { BLACKHOLE, UNKNOWN_SOURCE } from "./proxy.js";
+import { membershipChange } from "./membership_fault.js";
 
-export const FAULT_KINDS = ["kill", "pause", "partition", "oneway", "delay", "reset", "transfer", "compact", "defrag", "powerloss"] as const;
+export const FAULT_KINDS = ["kill", "pause", "partition", "oneway", "delay", "reset", "transfer", "compact", "defrag", "powerloss", "membership"] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface FaultRecord {
@@ -224,6 +225,17 @@ export class FaultInjector {
       case "defrag": {
         rec.detail = "defragment";
         await m.conn.defragment(30_000);
+        return;
+      }
+      case "membership": {
+        // A learner added, promoted and removed while `m` is killed or partitioned (membership_fault.ts).
+        const kind = pick(this.r, ["kill", "partition"] as const);
+        const disrupt = async () => {
+          const sub: FaultRecord = { ...rec, kind, detail: "" };
+          await this.apply(kind, m, sub).finally(() => this.healLinks());
+          return `${kind} ${m.name}: ${sub.detail}`;
+        };
+        rec.detail = await membershipChange(this.cluster, { heartbeatMs: Math.max(10, Math.round(e / 10)), electionMs: e, disrupt, log: this.opts.log });
         return;
       }
       case "transfer": {
