@@ -4,7 +4,7 @@
  * test/server/compactor): with a 2 s retention and the cluster idle, the compaction reaches the
  * idle revision and no further; a new write is kept for at least the retention before it can be
  * compacted; only the leader compacts, and it logs as etcd does. E2E_TARGET=etcd runs the same
- * expectations against real etcd. (Revision mode acts every 5 minutes, as etcd's: unit-tested only.)
+ * expectations against real etcd. (Revision mode: auto_compaction_revision.test.ts.)
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Cluster, etcdctl, eventually, sleep } from "./harness.js";
