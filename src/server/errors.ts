@@ -135,6 +135,8 @@ export const Errors = {
   permissionDenied: auth("permissionDenied"),
   authNotEnabled: auth("authNotEnabled"),
   invalidAuthToken: auth("invalidAuthToken"),
+  authOldRevision: auth("authOldRevision"),
+  userEmpty: auth("userEmpty"),
 
   noLeader: def(Status.UNAVAILABLE, "etcdserver: no leader"),
   notLeader: def(Status.FAILED_PRECONDITION, "etcdserver: not leader"),

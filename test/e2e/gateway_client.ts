@@ -76,10 +76,10 @@ export interface OpenStream {
  * A streaming POST: the body parts are written and the request body ended (etcd's gateway
  * answers a watch once its request body is complete), then the response is read as it comes.
  */
-export function openStream(endpoint: string, path: string, bodyParts: string[]): Promise<OpenStream> {
+export function openStream(endpoint: string, path: string, bodyParts: string[], headers?: Record<string, string>): Promise<OpenStream> {
   const [host, port] = endpoint.split(":");
   return new Promise((resolve, reject) => {
-    const req = http.request({ host, port: Number(port), path, method: "POST", agent: false }, (res) => {
+    const req = http.request({ host, port: Number(port), path, method: "POST", headers, agent: false }, (res) => {
       const lines: JsonObject[] = [];
       const waiters: Array<(v: JsonObject) => void> = [];
       let buf = "";

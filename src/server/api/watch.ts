@@ -13,7 +13,8 @@ import type { WatchStream } from "../../mvcc/watch_stream.js";
 import type { WatchResponse as MvccWatchResponse } from "../../mvcc/watcher.js";
 import { NONE } from "../../raft/types.js";
 import type { Credentials, V3Server } from "../v3_server.js";
-import { Errors } from "../errors.js";
+import { Errors, toEtcdError } from "../errors.js";
+import { GRPC_CODE_NAMES } from "../grpc_metrics.js";
 import { loadMemberCodecs } from "../../pb/protos.js";
 import { credentialsOf } from "./authorize.js";
 import { REQUIRE_LEADER_KEY, requireLeaderIfAsked } from "./guard.js";
@@ -195,17 +196,11 @@ class ServerWatchStream implements LeaderBound {
     this.queued++;
     this.queue = this.queue.then(async () => {
       try {
-        if (req.createRequest != null && check && !(await this.isWatchPermitted(req.createRequest))) {
+        const refusal = req.createRequest != null && check ? await this.watchRefusal(req.createRequest) : undefined;
+        if (refusal !== undefined) {
           if (this.closed || this.call.ended) return;
           const rev = this.s.currentRevision();
-          this.control({
-            header: header(this.s, rev),
-            watchId: INVALID_WATCH_ID,
-            created: true,
-            canceled: true,
-            // etcd sends the gRPC error's Error() text: "rpc error: code = PermissionDenied desc = ...".
-            cancelReason: `rpc error: code = PermissionDenied desc = ${Errors.permissionDenied().message}`,
-          });
+          this.control({ header: header(this.s, rev), watchId: INVALID_WATCH_ID, created: true, canceled: true, cancelReason: refusal });
           return;
         }
         if (!this.closed && !this.call.ended) this.handle(req);
@@ -215,14 +210,21 @@ class ServerWatchStream implements LeaderBound {
     });
   }
 
-  /** etcd's isWatchPermitted: a bad token or a missing read permission refuses the create. */
-  private async isWatchPermitted(creq: WatchCreateRequest): Promise<boolean> {
+  /**
+   * etcd's isWatchPermitted: undefined when the create may go ahead, else the cancel reason, the
+   * gRPC error's Error() text ("rpc error: code = ... desc = ...") as etcd 3.4 sends it: an invalid
+   * token, an old auth revision and a missing user name are told as such, anything else is
+   * "permission denied".
+   */
+  private async watchRefusal(creq: WatchCreateRequest): Promise<string | undefined> {
     try {
       const ai = await this.s.identify(this.credentials, this.signal);
       this.s.withAuth(ai).isRangePermitted(creq.key, creq.rangeEnd);
-      return true;
-    } catch {
-      return false;
+      return undefined;
+    } catch (e) {
+      const told = [Errors.invalidAuthToken(), Errors.authOldRevision(), Errors.userEmpty()];
+      const err = told.find((t) => t.message === toEtcdError(e).message) ?? Errors.permissionDenied();
+      return `rpc error: code = ${GRPC_CODE_NAMES[err.code]!} desc = ${err.message}`;
     }
   }
 
