@@ -10,7 +10,7 @@
  *
  * Under a loaded machine the shares hold, the absolute µs do not (issue 18).
  */
-import { readFileSync, readdirSync, mkdirSync, renameSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { BenchCluster, ROOT } from "./cluster.js";
@@ -71,7 +71,7 @@ function summarize(p: CpuProfile, fromUs: number, toUs: number, n: number): stri
     const file = shortUrl(cf.url);
     const fn = `${cf.functionName || "(anonymous)"} ${file}:${cf.lineNumber + 1}`;
     byFn.set(fn, (byFn.get(fn) ?? 0) + us);
-    byFile.set(file, (byFile.get(file) ?? 0) + us);
+    if (cf.functionName !== "(idle)") byFile.set(file, (byFile.get(file) ?? 0) + us);
     total += us;
   }
   const idle = [...self].filter(([id]) => (byId.get(id) as ProfileNode).callFrame.functionName === "(idle)").reduce((s, [, us]) => s + us, 0);
@@ -107,6 +107,8 @@ async function main(): Promise<void> {
     const r = await runEtcdBenchmark(cluster.endpoints, load(total), { timeoutMs: 600_000 });
     const toUs = Number(process.hrtime.bigint() / 1000n);
     const after = pids.map((pid) => sampleProcess(pid));
+    // The measured window on V8's clock (CLOCK_MONOTONIC µs), for further analysis of the profiles.
+    writeFileSync(join(outDir, "window.json"), JSON.stringify({ fromUs, toUs, requests: r.count + r.errorCount, leader: cluster.members[leader]?.name }) + "\n");
     process.stdout.write(`${all ? "all members" : "leader"}: ${Math.round(r.rps)} req/s, avg ${r.avgMs.toFixed(2)} ms, p99 ${r.p99Ms.toFixed(2)} ms, ${r.errorCount} errors\n`);
     // SIGTERM: a clean stop writes each member's profile.
     await Promise.all(
@@ -131,7 +133,7 @@ async function main(): Promise<void> {
         const c = cpuBetween(b, a, r.count + r.errorCount);
         process.stdout.write(`CPU ${c.usPerRequest.toFixed(1)} µs/req: ${c.threads.map((t) => `${t.comm}${t.main ? "(main)" : ""} ${t.usPerRequest.toFixed(1)}`).join(", ")}\n`);
       }
-      const f = files.find((x) => x.split(".")[2] === String(pid));
+      const f = files.find((x) => x.split(".")[3] === String(pid)); // CPU.<date>.<time>.<pid>.<tid>.<seq>.cpuprofile
       if (f === undefined) {
         process.stdout.write("no profile written\n");
         continue;

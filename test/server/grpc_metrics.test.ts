@@ -80,4 +80,24 @@ describe("gRPC server metrics", () => {
     expect(buckets.find((v) => v.labels.le === 0.005)?.value).toBe(1);
     expect(buckets.find((v) => v.labels.le === 0.5)?.value).toBe(2);
   });
+
+  it("counts kept between scrapes are handed over once: a second scrape neither loses nor repeats them", async () => {
+    const registry = new Registry();
+    const o = grpcMetrics(registry, { level: "basic" });
+    o.registered?.(RANGE);
+    const line = (text: string, name: string) => text.split("\n").find((l) => l.startsWith(name) && (l.includes('grpc_method="Range"') || !l.includes("{")))?.split(" ").pop();
+    for (let i = 0; i < 3; i++) o.received(RANGE, 5);
+    const first = await registry.metrics();
+    expect(line(first, "grpc_server_msg_received_total")).toBe("3");
+    expect(line(first, "etcd_network_client_grpc_received_bytes_total")).toBe("15");
+    const again = await registry.metrics();
+    expect(line(again, "grpc_server_msg_received_total")).toBe("3");
+    expect(line(again, "etcd_network_client_grpc_received_bytes_total")).toBe("15");
+    o.received(RANGE, 1);
+    o.handled(RANGE, Status.OK, 0.001);
+    const later = await registry.metrics();
+    expect(line(later, "grpc_server_msg_received_total")).toBe("4");
+    expect(line(later, "etcd_network_client_grpc_received_bytes_total")).toBe("16");
+    expect(later).toContain('grpc_server_handled_total{grpc_type="unary",grpc_service="etcdserverpb.KV",grpc_method="Range",grpc_code="OK"} 1');
+  });
 });
