@@ -14,6 +14,7 @@ import { ErrCompacted, ErrFutureRev, ErrKeyNotFound, ErrLeaseNotFound, invariant
 import { type LeaseHooks, NO_LEASES } from './lease_hooks.js';
 import { packRev, revMain, SUB_MAX } from './revision.js';
 import { txnHasWrite } from './txn_rules.js';
+import { kiGet } from './key_index.js';
 import { type KeyRange, keyFromString, keyToString, type TreeIndex } from './tree_index.js';
 import {
   bytesOf,
@@ -134,7 +135,11 @@ export class KvTxn {
   /** The live kv of a key at this transaction's revision, if any. */
   private current(key: string): KvRow | undefined {
     const r = this.core.index.get(key, this.rev());
-    if (r < 0) return undefined;
+    return r < 0 ? undefined : this.liveRow(r);
+  }
+
+  /** The backend row of a revision the index holds as live. */
+  private liveRow(r: number): KvRow {
     const row = this.core.backend.getKv(r);
     invariant(row !== undefined && !row.tombstone, 'live index revision missing from backend');
     return row;
@@ -143,7 +148,10 @@ export class KvTxn {
   /** etcd storeTxnWrite.put. */
   put(key: Uint8Array, value: Uint8Array, lease: number): void {
     const k = keyToString(key);
-    const prev = this.current(k);
+    // One index lookup for the read of the live revision and for the put below.
+    const history = this.core.index.history(k);
+    const liveRev = history === undefined ? -1 : kiGet(history, this.rev());
+    const prev = liveRev < 0 ? undefined : this.liveRow(liveRev);
     const rev = this.nextRev();
     const main = this.beginRev + 1;
     const row: KvRow = {
@@ -156,7 +164,7 @@ export class KvTxn {
       tombstone: false,
     };
     this.core.backend.putKv(row);
-    this.core.index.put(k, rev);
+    this.core.index.putAfter(k, history, rev);
     this.changes.push({ type: EventType.PUT, kv: rowToKv(row) });
     if (prev && prev.lease !== 0) this.core.leases.detach(prev.lease, row.key);
     if (lease !== 0) this.core.leases.attach(lease, row.key);

@@ -59,7 +59,23 @@ export class TreeIndex {
   }
 
   put(key: string, rev: number): void {
-    const ki = this.tree.get(key);
+    this.putAfter(key, this.tree.get(key), rev);
+  }
+
+  /**
+   * The key's history, for a write that reads the key's live revision and then records its put
+   * (putAfter): one lookup in the tree for both instead of two (a put's B-tree descents were the
+   * largest share of a follower's apply under put load: bench/compare/profile.ts, issue 18).
+   */
+  history(key: string): KeyIndex | undefined {
+    return this.tree.get(key);
+  }
+
+  /**
+   * put, given the history that history(key) returned with no change to the index since (the
+   * caller's synchronous write in between touches only the backend).
+   */
+  putAfter(key: string, ki: KeyIndex | undefined, rev: number): void {
     if (ki === undefined) {
       this.tree.set(key, kiNew(rev));
       return;
