@@ -91,6 +91,7 @@ export function registerMvccMetrics(registry: Registry, kv: KvStore, watchable?:
   gauge(registry, 'etcd_debugging_mvcc_total_put_size_in_bytes', 'The total size of put kv pairs seen by this member.', () => ops.putBytes);
   gauge(registry, 'etcd_debugging_mvcc_current_revision', 'The current revision of store.', () => kv.currentRevision());
   gauge(registry, 'etcd_debugging_mvcc_compact_revision', 'The revision of the last compaction in store.', () => kv.compactRevision());
+  gauge(registry, 'etcd_debugging_mvcc_keys_total', 'Total number of keys.', () => kv.index.aliveCount);
   gauge(registry, 'etcetera_mvcc_index_keys', 'Keys in the in-memory index (live or with uncompacted history).', () => kv.index.size);
   if (watchable === undefined) return;
   gauge(registry, 'etcd_debugging_mvcc_watcher_total', 'Total number of watchers.', () => watchable.syncedCount + watchable.unsyncedCount + watchable.compactedCount);

@@ -49,13 +49,24 @@ export interface KeyRange {
 
 export class TreeIndex {
   private readonly tree = new BTree<string, KeyIndex>(undefined, compareKeys, 64);
+  /**
+   * Keys alive now (a put opened their current generation, no tombstone closed it): etcd's
+   * keysGauge, which its keyIndex raises at a generation's first put and lowers at a tombstone.
+   */
+  private alive = 0;
 
   clear(): void {
     this.tree.clear();
+    this.alive = 0;
   }
 
   get size(): number {
     return this.tree.size;
+  }
+
+  /** Keys alive at the current revision (etcd_debugging_mvcc_keys_total). */
+  get aliveCount(): number {
+    return this.alive;
   }
 
   put(key: string, rev: number): void {
@@ -78,8 +89,10 @@ export class TreeIndex {
   putAfter(key: string, ki: KeyIndex | undefined, rev: number): void {
     if (ki === undefined) {
       this.tree.set(key, kiNew(rev));
+      this.alive++;
       return;
     }
+    if (!kiAlive(ki)) this.alive++;
     const next = kiPut(ki, rev);
     if (next !== ki) this.tree.set(key, next);
   }
@@ -91,6 +104,7 @@ export class TreeIndex {
     const next = kiTombstone(ki, rev);
     if (next === null) return false;
     this.tree.set(key, next);
+    this.alive--;
     return true;
   }
 
@@ -179,12 +193,14 @@ export class TreeIndex {
     const ki = this.tree.get(key);
     if (ki === undefined) {
       // A tombstone whose key is unknown lost its history to compaction: nothing to rebuild.
-      if (!tombstone) this.tree.set(key, kiRestore(createRev, rev, version));
+      if (!tombstone) {
+        this.tree.set(key, kiRestore(createRev, rev, version));
+        this.alive++;
+      }
       return;
     }
     if (tombstone) {
-      const next = kiTombstone(ki, rev);
-      if (next !== null) this.tree.set(key, next);
+      this.tombstone(key, rev);
       return;
     }
     this.put(key, rev);
@@ -220,6 +236,8 @@ export class TreeIndex {
       last = k;
     }
     for (const [k, next, old] of changes) {
+      // Compaction drops only history: a key leaves the tree only once a tombstone ended it.
+      invariant(next === null ? !kiAlive(old) : kiAlive(next) === kiAlive(old), 'compaction changed whether a key is alive');
       if (next === null) this.tree.delete(k);
       else if (next !== old) this.tree.set(k, next);
     }

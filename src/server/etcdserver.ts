@@ -19,7 +19,7 @@ import { leaderClientTls } from "./tls/leader_tls.js";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import type { Registry } from "prom-client";
+import { Counter, type Registry } from "prom-client";
 import { PasswordHasher } from "../auth/password.js";
 import { newTokenProvider } from "../auth/providers.js";
 import { AuthStore } from "../auth/store.js";
@@ -45,6 +45,8 @@ import { IdGenerator } from "./id_gen.js";
 import { LeaseCheckpoints } from "./lease_checkpoints.js";
 import { LeaseExpiry } from "./lease_expiry.js";
 import { componentLogger, type Logger } from "./logger.js";
+import { HeartbeatWatch } from "./heartbeat_watch.js";
+import { gauge } from "../mvcc/metrics.js";
 import { LeaderClient } from "./leader_client.js";
 import { encodeConfChangeContext } from "./conf_change_context.js";
 import { Errors } from "./errors.js";
@@ -177,6 +179,8 @@ export class EtcdServer {
     });
     const authLogger = componentLogger(o.logger, "auth");
     this.auth = new AuthStore({ backend: this.backend, tokens: this.tokens, log: (msg, fields) => authLogger.info(fields, msg) });
+    // etcd's currentAuthRevision, as the snapshot writes it (etcd_snapshot.ts: an untouched store is etcd's 1).
+    gauge(o.registry, "etcd_debugging_auth_revision", "The current revision of auth store.", () => Math.max(1, this.auth.revision()));
     this.passwords = new PasswordHasher({ cost: o.config.auth.bcryptCost });
     this.membership = new Membership(this.backend, this.clusterId);
   }
@@ -304,11 +308,15 @@ export class EtcdServer {
       applyConfChange: (cc) => this.loop.applyConfChange(cc),
       onMembershipChange: () => this.onMembershipChange(),
     });
+    const heartbeats = new HeartbeatWatch({ registry, heartbeatMs: c.heartbeatMs, logger: this.logger });
     this.loop = new RaftLoop({
       memberId: this.memberId,
       raw: this.raw,
       storage,
-      send: (msgs) => this.transport.send(msgs),
+      send: (msgs) => {
+        heartbeats.observe(msgs);
+        this.transport.send(msgs);
+      },
       sendSnapshot: (m, body) => this.transport.sendSnapshot(m, body),
       apply: (e) => {
         const startMs = performance.now();
@@ -327,6 +335,7 @@ export class EtcdServer {
       snapshotIndex: snapshot?.metadata.index ?? 0,
       confState: snapshot?.metadata.confState ?? { voters: [], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false },
       onLeadership: (isLeader) => {
+        if (isLeader) heartbeats.reset();
         if (isLeader) this.lessor.promote(c.electionMs);
         else this.lessor.demote();
         if (isLeader) this.compactor?.resume();
@@ -375,6 +384,11 @@ export class EtcdServer {
       logger: this.logger,
     });
 
+    const promotions = new Counter({
+      name: "etcd_server_learner_promote_successes",
+      help: "The total number of successful learner promotions while this member is leader.",
+      registers: [registry],
+    });
     this.api = new V3Api({
       memberId: this.memberId,
       clusterId: this.clusterId,
@@ -402,6 +416,7 @@ export class EtcdServer {
         activeSince: (id) => this.transport.activeSince(id),
         proposeConfChange: (make) => this.proposals.proposeConfChange(make),
         forwardPromote: (id) => this.forwardPromote(id),
+        onPromoted: () => promotions.inc(),
         logger: this.logger,
       }),
     });

@@ -33,6 +33,8 @@ export interface ReconfigureOptions {
   proposeConfChange(make: (requestId: number) => ConfChangeV2): Promise<ApplyOutcome>;
   /** A promote asked of a follower goes to the leader (etcd forwards it over peer HTTP). */
   forwardPromote(id: NodeId): Promise<Member[]>;
+  /** A promote this member (the leader) carried out succeeded (etcd_server_learner_promote_successes). */
+  onPromoted?(): void;
   logger: Logger;
   /** Wall-clock seconds (the member id of an added member hashes the time, as etcd's). */
   nowSeconds?(): number;
@@ -79,7 +81,9 @@ export class Reconfigure {
     if (progress === undefined) return this.o.forwardPromote(id);
     this.mayPromoteMember(id, progress);
     const learner = this.o.membership.get(id) ?? placeholder(id);
-    return this.configure(ConfChangeType.AddNode, { ...learner, isLearner: false }, true);
+    const members = await this.configure(ConfChangeType.AddNode, { ...learner, isLearner: false }, true);
+    this.o.onPromoted?.();
+    return members;
   }
 
   private async configure(type: ConfChangeType, member: Member, isPromote: boolean): Promise<Member[]> {

@@ -28,11 +28,14 @@ describe('kv store vs reference model', () => {
             const step = runOp(op, store, model, ++index);
             expect(step.store, step.desc).toEqual(step.model);
             expect(step.storeRev, step.desc).toBe(step.modelRev);
+            // etcd_debugging_mvcc_keys_total: the keys alive at the current revision.
+            expect(store.index.aliveCount, step.desc).toBe(model.stateAt(0).size);
             if (op.kind === 'yield') await macrotask();
           }
           compareAllRevisions(store, model);
           await store.compactionDone();
           compareAllRevisions(store, model);
+          expect(store.index.aliveCount).toBe(model.stateAt(0).size);
         } finally {
           store.close();
           fs.rmSync(dir, { recursive: true, force: true });
