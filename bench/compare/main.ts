@@ -212,7 +212,11 @@ function cpuNote(cpu: MemberCpu[] | undefined): string {
   const leader = cpu.find((c) => c.role === "leader");
   const followers = cpu.filter((c) => c.role === "follower").map((c) => f(c.usPerRequest));
   const busiest = leader?.threads[0];
-  return `leader ${leader !== undefined ? f(leader.usPerRequest) : "?"} µs/req (busiest thread ${busiest !== undefined ? `${busiest.comm} ${f(busiest.usPerRequest)}` : "?"}), followers ${followers.join("/")} µs/req`;
+  const sys = leader?.syscallsPerRequest;
+  return (
+    `leader ${leader !== undefined ? f(leader.usPerRequest) : "?"} µs/req (busiest thread ${busiest !== undefined ? `${busiest.comm} ${f(busiest.usPerRequest)}` : "?"}` +
+    `${sys !== undefined ? `, ${sys.reads.toFixed(2)} reads + ${sys.writes.toFixed(2)} writes/req` : ""}), followers ${followers.join("/")} µs/req`
+  );
 }
 
 /** The cluster did not come up: the run is tried again on a fresh cluster (attempts.ts). */

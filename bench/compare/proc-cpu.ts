@@ -50,6 +50,15 @@ export interface ProcessSample {
   /** The whole process, threads that already exited included. */
   ticks: number;
   threads: ThreadSample[];
+  /** read and write system calls so far (/proc/<pid>/io syscr, syscw), when readable. */
+  syscalls?: { reads: number; writes: number };
+}
+
+/** syscr and syscw of a /proc/<pid>/io text. */
+export function parseIo(text: string): { reads: number; writes: number } | undefined {
+  const r = /^syscr:\s+(\d+)$/m.exec(text);
+  const w = /^syscw:\s+(\d+)$/m.exec(text);
+  return r === null || w === null ? undefined : { reads: Number(r[1]), writes: Number(w[1]) };
 }
 
 function readStat(path: string): StatFields | undefined {
@@ -75,7 +84,13 @@ export function sampleProcess(pid: number): ProcessSample | undefined {
     const s = readStat(`/proc/${pid}/task/${t}/stat`);
     if (s !== undefined) threads.push({ tid: Number(t), comm: s.comm, ticks: s.ticks });
   }
-  return { pid, ticks: proc.ticks, threads };
+  let syscalls: { reads: number; writes: number } | undefined;
+  try {
+    syscalls = parseIo(readFileSync(`/proc/${pid}/io`, "utf8"));
+  } catch {
+    syscalls = undefined;
+  }
+  return { pid, ticks: proc.ticks, threads, ...(syscalls !== undefined ? { syscalls } : {}) };
 }
 
 export interface ThreadCpu {
@@ -94,6 +109,11 @@ export interface MemberCpu {
   usPerRequest: number;
   /** Threads that used CPU during the run, busiest first. */
   threads: ThreadCpu[];
+  /**
+   * read and write system calls per request (sockets, pipes, files alike): how many wake-ups and
+   * writes a request costs, batching made visible.
+   */
+  syscallsPerRequest?: { reads: number; writes: number };
 }
 
 /**
@@ -109,5 +129,9 @@ export function cpuBetween(before: ProcessSample, after: ProcessSample, requests
     .map((t) => ({ tid: t.tid, comm: t.comm, usPerRequest: us(t.ticks - (was.get(t.tid) ?? 0)), main: t.tid === after.pid }))
     .filter((t) => t.usPerRequest > 0)
     .sort((a, b) => b.usPerRequest - a.usPerRequest);
-  return { usPerRequest: us(after.ticks - before.ticks), threads };
+  const out: Omit<MemberCpu, "name" | "role"> = { usPerRequest: us(after.ticks - before.ticks), threads };
+  if (before.syscalls !== undefined && after.syscalls !== undefined) {
+    out.syscallsPerRequest = { reads: (after.syscalls.reads - before.syscalls.reads) / n, writes: (after.syscalls.writes - before.syscalls.writes) / n };
+  }
+  return out;
 }

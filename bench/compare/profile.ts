@@ -132,6 +132,7 @@ async function main(): Promise<void> {
       if (b !== undefined && a !== undefined) {
         const c = cpuBetween(b, a, r.count + r.errorCount);
         process.stdout.write(`CPU ${c.usPerRequest.toFixed(1)} µs/req: ${c.threads.map((t) => `${t.comm}${t.main ? "(main)" : ""} ${t.usPerRequest.toFixed(1)}`).join(", ")}\n`);
+        if (c.syscallsPerRequest !== undefined) process.stdout.write(`system calls per request: ${c.syscallsPerRequest.reads.toFixed(2)} reads, ${c.syscallsPerRequest.writes.toFixed(2)} writes\n`);
       }
       const f = files.find((x) => x.split(".")[3] === String(pid)); // CPU.<date>.<time>.<pid>.<tid>.<seq>.cpuprofile
       if (f === undefined) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ETCD_BENCHMARK_ENV, etcdBenchmarkPath, parseEtcdReport, requireEtcdBenchmark } from "../../bench/compare/etcd-tool.js";
-import { cpuBetween, parseStat, sampleProcess } from "../../bench/compare/proc-cpu.js";
+import { cpuBetween, parseIo, parseStat, sampleProcess } from "../../bench/compare/proc-cpu.js";
 import { coldCpuTable } from "../../bench/compare/render.js";
 import { type RunRecord, summarizeCpu, summarizeRows } from "../../bench/compare/summary.js";
 import type { MemberCpu } from "../../bench/compare/proc-cpu.js";
@@ -78,6 +78,15 @@ describe("CPU from /proc", () => {
       { tid: 12, comm: "V8 DefaultWorke", usPerRequest: 500, main: false },
     ]);
     expect(() => cpuBetween(before, { ...after, pid: 11 }, 1000, 100)).toThrow(/different processes/);
+    expect(c.syscallsPerRequest).toBeUndefined();
+    const io = cpuBetween({ ...before, syscalls: { reads: 100, writes: 50 } }, { ...after, syscalls: { reads: 1600, writes: 2050 } }, 1000, 100);
+    expect(io.syscallsPerRequest).toEqual({ reads: 1.5, writes: 2 });
+  });
+
+  it("reads syscr and syscw of /proc/<pid>/io", () => {
+    expect(parseIo("rchar: 6976\nwchar: 0\nsyscr: 10\nsyscw: 3\nread_bytes: 0\n")).toEqual({ reads: 10, writes: 3 });
+    expect(parseIo("rchar: 1\n")).toBeUndefined();
+    expect(sampleProcess(process.pid)?.syscalls?.reads).toBeGreaterThan(0);
   });
 });
 
