@@ -72,7 +72,6 @@ export async function applyFarBehind(cluster: ChaosCluster, r: Rng, round: numbe
   if (leader === undefined || followers.length === 0) return { target: "-", detail: "no leader with a running follower" };
   const f = pick(r, followers);
   const live = cluster.members.filter((o) => o !== f);
-  const receivedBefore = await metricSum(f, "etcd_network_snapshot_receive_success").catch(() => 0);
   cluster.sampleRss();
   await f.member.kill("SIGKILL");
   const started = Date.now();
@@ -91,12 +90,16 @@ export async function applyFarBehind(cluster: ChaosCluster, r: Rng, round: numbe
     if (revision >= target) break;
     await sleep(100);
   }
-  const received = (await metricSum(f, "etcd_network_snapshot_receive_success").catch(() => receivedBefore)) - receivedBefore;
+  // Counted by the restarted process only (its metrics and its log start at the restart). Both
+  // targets log "receiving database snapshot" (etcd's rafthttp, etcetera's snapshots.ts).
+  const receivedMetric = await metricSum(f, "etcd_network_snapshot_receive_success").catch(() => 0);
+  const receivedLogged = f.member.log.split("receiving database snapshot").length - 1;
+  const received = Math.max(receivedMetric, receivedLogged);
   const caughtUp = revision >= target;
   const detail =
     `${f.name} SIGKILLed; ${acked} of ${FILLER_PUTS} filler puts acknowledged while down; restarted and ` +
     `${caughtUp ? `caught up to revision ${target}` : `NOT caught up (revision ${revision} of ${target})`} ` +
-    `${Date.now() - restartedAt} ms after its restart (filler took ${fillerMs} ms), snapshots received: ${received}`;
+    `${Date.now() - restartedAt} ms after its restart (filler took ${fillerMs} ms), snapshots received: ${received} (metric ${receivedMetric}, logged ${receivedLogged})`;
   if (!caughtUp) throw new Error(detail);
   return { target: f.name, detail };
 }
