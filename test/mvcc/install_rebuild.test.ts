@@ -74,6 +74,7 @@ describe('installing a received image', () => {
     const alive = (i: number) => i % 7 !== 0 || i % 5 === 1; // deleted, then some put again
     const live = Array.from({ length: KEYS }, (_, i) => i).filter(alive);
     expect(all.count).toBe(live.length);
+    expect(kv.index.aliveCount, 'keys alive (etcd_debugging_mvcc_keys_total) after the adopted rebuild').toBe(live.length);
     for (const i of [1, 2, 6, 7, 8, 11, 21, KEYS - 1]) {
       const got = kv.range({ key: b(`k/${i}`) }).kvs[0];
       if (!alive(i)) expect(got).toBeUndefined();
