@@ -2,10 +2,12 @@
  * etcd's access controller in front of everything HTTP on the client port (embed/serve.go):
  * `/v3beta/` is served as `/v3/`; CORS headers go on every answer whose origin `--cors` allows
  * (no list or `*`: every origin, answered `*`); `OPTIONS` is answered 200 at once, on any path.
- * A path nothing serves gets Go's 404, with the CORS headers too.
+ * A path nothing serves gets Go's 404, with the CORS headers too. Before all that, a plaintext
+ * request whose Host --host-whitelist does not name is refused (host_whitelist.ts).
  */
 
 import type { HttpHandler, HttpRequest, HttpResponse } from "../grpc/index.js";
+import { hostRefusal, parseHostWhitelist, type HostWhitelist } from "./host_whitelist.js";
 
 /** etcd's --cors: a comma-separated list of origins; empty or `*` allows all. */
 export interface CorsPolicy {
@@ -40,8 +42,11 @@ function header(request: HttpRequest, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-export function accessController(policy: CorsPolicy, inner: HttpHandler): HttpHandler {
+export function accessController(policy: CorsPolicy, inner: HttpHandler, hosts: HostWhitelist = parseHostWhitelist("*")): HttpHandler {
   return async (request) => {
+    // etcd checks the Host of a plaintext request first: a refusal carries no CORS headers.
+    const refused = hostRefusal(hosts, request);
+    if (refused !== undefined) return refused;
     let cors: Record<string, string> | undefined;
     if (originAllowed(policy, "*")) cors = corsHeaders("*");
     else {
@@ -63,6 +68,8 @@ function bind(request: HttpRequest): HttpRequest {
     url: request.url,
     headers: request.headers,
     httpVersion: request.httpVersion,
+    host: request.host,
+    secure: request.secure,
     get signal() {
       return request.signal;
     },

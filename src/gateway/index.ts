@@ -6,6 +6,7 @@
 import type { HttpHandler } from "../grpc/index.js";
 import { ETCD_API_FILES, PROTO_DIR } from "../pb/protos.js";
 import { accessController, parseCors } from "./access.js";
+import { parseHostWhitelist } from "./host_whitelist.js";
 import { jsonGateway, type MethodTable } from "./gateway.js";
 import { JsonMapping } from "./json_mapping.js";
 
@@ -27,9 +28,11 @@ export interface ClientHttpOptions {
   routes: HttpHandler;
   /** --cors */
   cors: string;
+  /** --host-whitelist ("*" when not given) */
+  hostWhitelist?: string;
 }
 
 export function clientHttp(o: ClientHttpOptions): HttpHandler {
   const gateway = jsonGateway({ methods: o.methods, mapping: loadGatewayMapping() });
-  return accessController(parseCors(o.cors), async (request) => (await gateway(request)) ?? o.routes(request));
+  return accessController(parseCors(o.cors), async (request) => (await gateway(request)) ?? o.routes(request), parseHostWhitelist(o.hostWhitelist ?? "*"));
 }

@@ -15,6 +15,10 @@ export interface HttpRequest {
   readonly url: string;
   readonly headers: Readonly<Record<string, string | string[] | undefined>>;
   readonly httpVersion: "1.1" | "2";
+  /** Go's Request.Host: the Host header (HTTP/1.1) or :authority (HTTP/2), "" when absent. */
+  readonly host: string;
+  /** The request came over TLS (Go's req.TLS != nil). */
+  readonly secure: boolean;
   /** Aborted when the client goes away before the response is complete. */
   readonly signal: AbortSignal;
   /** Reads the whole body; rejects with HttpError(413) past limitBytes. */
@@ -94,6 +98,7 @@ function makeRequest(
   headers: Record<string, string | string[] | undefined>,
   httpVersion: "1.1" | "2",
   exchange: HttpExchange,
+  via: { host: string; secure: boolean },
 ): HttpRequest {
   let controller: AbortController | undefined;
   let closed = false;
@@ -106,6 +111,8 @@ function makeRequest(
     url,
     headers,
     httpVersion,
+    host: via.host,
+    secure: via.secure,
     get signal(): AbortSignal {
       if (!controller) {
         controller = new AbortController();
@@ -172,8 +179,21 @@ export function serveHttp1(req: IncomingMessage, res: ServerResponse, handler: H
     },
     onClose: (listener) => void res.once("close", listener),
   };
-  const request = makeRequest(req.method ?? "GET", req.url ?? "/", req.headers, "1.1", exchange);
+  const request = makeRequest(req.method ?? "GET", req.url ?? "/", req.headers, "1.1", exchange, { host: req.headers.host ?? "", secure: isEncrypted(req.socket) });
   respond(exchange, handler, request).catch(() => res.destroy());
+}
+
+/**
+ * Whether a connection's socket is TLS: a TLSSocket says so itself; the stream the server hands
+ * node:http2 in its place (first-request-gate.ts) is marked by markEncrypted.
+ */
+function isEncrypted(socket: object | null | undefined): boolean {
+  return socket != null && (socket as { encrypted?: unknown }).encrypted === true;
+}
+
+/** Marks a stream standing in for a TLS socket as encrypted (read by isEncrypted). */
+export function markEncrypted(stream: object): void {
+  (stream as { encrypted?: boolean }).encrypted = true;
 }
 
 /** Serves one HTTP/2 stream that is not a gRPC call. */
@@ -199,6 +219,7 @@ export function serveHttp2(stream: ServerHttp2Stream, headers: IncomingHttpHeade
   };
   const plain: Record<string, string | string[] | undefined> = {};
   for (const key of Object.keys(headers)) if (key.charCodeAt(0) !== 0x3a) plain[key] = headers[key];
-  const request = makeRequest(String(headers[":method"] ?? "GET"), String(headers[":path"] ?? "/"), plain, "2", exchange);
+  const via = { host: String(headers[":authority"] ?? headers.host ?? ""), secure: isEncrypted(stream.session?.socket) };
+  const request = makeRequest(String(headers[":method"] ?? "GET"), String(headers[":path"] ?? "/"), plain, "2", exchange, via);
   respond(exchange, handler, request).catch(() => stream.destroy());
 }

@@ -14,7 +14,7 @@ import { type CallHost, type CallObserver, Http2Call, type RegisteredMethod, res
 import { parseGrpcTimeout } from "./deadline.js";
 import { handlerOf, methodKind } from "./handler.js";
 import type { EtcdServices, HandlersFor } from "./services.js";
-import { type HttpHandler, serveHttp1, serveHttp2 } from "./http.js";
+import { type HttpHandler, markEncrypted, serveHttp1, serveHttp2 } from "./http.js";
 import { FirstRequestGate, type ProbeOptions } from "./h2/first-request-gate.js";
 import { DEFAULT_HEADER_TABLE_SIZE } from "./h2/hpack.js";
 import { CLIENT_PREFACE, SettingsId } from "./h2/http2-frame.js";
@@ -313,7 +313,10 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
     const gate = new FirstRequestGate(socket, this.probeOptions, {
       deliver: (stream) => {
         this.gates.delete(gate);
-        if (stream !== socket && socket instanceof tls.TLSSocket) tagClientIdentity(stream, socket);
+        if (stream !== socket && socket instanceof tls.TLSSocket) {
+          tagClientIdentity(stream, socket);
+          markEncrypted(stream);
+        }
         if (stream instanceof RewritingStream) this.rewrittenConnections++;
         this.h2.emit("connection", stream);
       },

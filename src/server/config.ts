@@ -102,6 +102,8 @@ export interface ServerConfig {
   readonly maxConcurrentStreams: number;
   /** --cors: the origins the client port's CORS headers allow ("*" or empty: all). */
   readonly cors: string;
+  /** --host-whitelist: the Host names plaintext HTTP requests may carry ("*" or empty: all). */
+  readonly hostWhitelist: string;
 
   readonly logLevel: LogLevel;
   /** "zap" (JSON lines, etcd 3.5's default and etcetera's) or "capnslog" (etcd 3.4's text lines). */
@@ -315,6 +317,7 @@ function buildConfig(
     maxWals: parseGoUint(raw("max-wals")),
     maxConcurrentStreams: parseGoUint(raw("max-concurrent-streams")),
     cors: checkCorsFlag(raw("cors")),
+    hostWhitelist: raw("host-whitelist"),
     logLevel: logLevel as LogLevel,
     logger,
     logOutputs: raw("log-outputs").split(","),

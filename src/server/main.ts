@@ -120,7 +120,7 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
     g.addService("v3electionpb.Election", learnerGated(learner, "v3electionpb.Election", electionService(server.v3)));
     g.addService("grpc.health.v1.Health", healthService());
     // After the services: the JSON gateway dispatches to the handlers registered above.
-    g.setHttpHandler(clientHttp({ methods: g, routes, cors: config.cors }));
+    g.setHttpHandler(clientHttp({ methods: g, routes, cors: config.cors, hostWhitelist: config.hostWhitelist }));
     await listenOn(g, url);
     grpcServers.push(g);
   }

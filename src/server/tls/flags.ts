@@ -47,6 +47,8 @@ export const SECURITY_FLAG_SPECS: readonly FlagSpec[] = [
 export const SUPPORTED_SECURITY_FLAGS: ReadonlySet<string> = new Set<string>([
   // The client port's access controller (src/gateway/access.ts) sends CORS headers as it says.
   "cors",
+  // The same controller refuses a plaintext request whose Host the list does not name (src/gateway/host_whitelist.ts).
+  "host-whitelist",
   "cert-file",
   "key-file",
   "client-cert-auth",
