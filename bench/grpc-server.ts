@@ -24,7 +24,7 @@ export type ServerMessage = { kind: "listening"; port: number } | { kind: "cpu";
 
 /** A serializable Range answered from a constant, as etcd's own benchmark measures it. */
 const RANGE_RESPONSE = {
-  header: { cluster_id: 0x1c9b1b5bd0e7f, member_id: 0x8e9e05c521646, revision: 123456, raft_term: 7 },
+  header: { cluster_id: 0xcdf818194e3a8c32n, member_id: 0x8e9e05c52164694dn, revision: 123456, raft_term: 7 },
   kvs: [{ key: Buffer.from("foo"), value: Buffer.from("bar"), create_revision: 100, mod_revision: 123456, version: 42, lease: 0 }],
   count: 1,
   more: false,

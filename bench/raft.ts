@@ -35,9 +35,9 @@ function seeded(seed: number): () => number {
   };
 }
 
-function newCluster(): Map<number, Node> {
-  const nodes = new Map<number, Node>();
-  for (const id of [1, 2, 3]) {
+function newCluster(): Map<bigint, Node> {
+  const nodes = new Map<bigint, Node>();
+  for (const id of [1n, 2n, 3n]) {
     const storage = new MemoryStorage();
     const raw = new RawNode({
       id,
@@ -48,16 +48,16 @@ function newCluster(): Map<number, Node> {
       preVote: true,
       maxSizePerMsg: 1024 * 1024,
       maxInflightMsgs: 256,
-      random: seeded(id),
+      random: seeded(Number(id)),
     });
-    raw.bootstrap([1, 2, 3]);
+    raw.bootstrap([1n, 2n, 3n]);
     nodes.set(id, { raw, storage, applied: 0 });
   }
   return nodes;
 }
 
 /** One Ready cycle on every node; returns the messages to deliver. */
-function cycle(nodes: Map<number, Node>, stats: { msgApp: number; entriesInMsgApp: number; readys: number }): Message[] {
+function cycle(nodes: Map<bigint, Node>, stats: { msgApp: number; entriesInMsgApp: number; readys: number }): Message[] {
   const out: Message[] = [];
   for (const n of nodes.values()) {
     if (!n.raw.hasReady()) continue;
@@ -85,7 +85,7 @@ function cycle(nodes: Map<number, Node>, stats: { msgApp: number; entriesInMsgAp
 function run(batch: number, proposals: number): { seconds: number; perSec: number; msgApp: number; perMsgApp: number; readys: number } {
   const nodes = newCluster();
   const stats = { msgApp: 0, entriesInMsgApp: 0, readys: 0 };
-  const leader = nodes.get(1);
+  const leader = nodes.get(1n);
   if (leader === undefined) throw new Error("no node 1");
   let pending: Message[] = cycle(nodes, stats); // persist and apply the bootstrap entries
   leader.raw.campaign();

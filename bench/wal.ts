@@ -63,7 +63,7 @@ interface Row {
 
 async function runLevel(dir: string, proposers: number): Promise<Row> {
   const walDir = path.join(dir, `wal-${proposers}`);
-  const wal = await WAL.create(walDir, { memberId: 1, clusterId: 1 }, { segmentSizeBytes });
+  const wal = await WAL.create(walDir, { memberId: 1n, clusterId: 1n }, { segmentSizeBytes });
   const data = new Uint8Array(ENTRY_BYTES).fill(42);
   let next = 1;
   const lat: number[] = [];

@@ -12,6 +12,7 @@
  */
 
 import protobuf from "protobufjs";
+import { isId64Field } from "../pb/id_fields.js";
 import { decodeGoBase64 } from "./go_base64.js";
 import { JsonNumber, type JsonObject, type JsonValue, jsonKind, parseJsonBody, JsonSyntaxError, quoteChar } from "./go_json.js";
 
@@ -72,7 +73,8 @@ export function goJsonString(s: string): string {
 }
 
 /** An integer field's text, exact for the doubles the codecs hold. */
-function integerText(v: number): string {
+function integerText(v: number | bigint): string {
+  if (typeof v === "bigint") return v.toString(); // id fields (src/pb/id_fields.ts): exact
   return Number.isSafeInteger(v) ? String(v) : BigInt(Math.trunc(v)).toString();
 }
 
@@ -154,7 +156,7 @@ export class JsonMapping {
       const name = rt.valuesById[v as number];
       return name === undefined ? String(v) : goJsonString(name);
     }
-    if (INT64_TYPES.has(f.type) || UINT64_TYPES.has(f.type)) return `"${integerText(v as number)}"`;
+    if (INT64_TYPES.has(f.type) || UINT64_TYPES.has(f.type)) return `"${integerText(v as number | bigint)}"`;
     if (f.type === "bytes") return `"${Buffer.from(v as Uint8Array).toString("base64")}"`;
     if (f.type === "string") return goJsonString(v as string);
     if (f.type === "bool") return v ? "true" : "false";
@@ -234,8 +236,9 @@ export class JsonMapping {
       return v;
     }
     const goType = goTypeName(f);
-    if (INT64_TYPES.has(f.type)) return integerFrom(v, goType, INT64_MIN, INT64_MAX);
-    if (UINT64_TYPES.has(f.type)) return integerFrom(v, goType, 0n, UINT64_MAX);
+    const id = isIdField(f);
+    if (INT64_TYPES.has(f.type)) return integerFrom(v, goType, INT64_MIN, INT64_MAX, id);
+    if (UINT64_TYPES.has(f.type)) return integerFrom(v, goType, 0n, UINT64_MAX, id);
     if (INT32_TYPES.has(f.type)) return integerFrom(v, goType, -(2n ** 31n), 2n ** 31n - 1n);
     if (UINT32_TYPES.has(f.type)) return integerFrom(v, goType, 0n, 2n ** 32n - 1n);
     // double, float
@@ -254,8 +257,13 @@ function isDefault(f: protobuf.Field, v: unknown): boolean {
     case "bytes":
       return (v as Uint8Array).length === 0;
     default:
-      return v === 0;
+      return v === 0 || v === 0n;
   }
+}
+
+/** An id field the member codecs hold as a bigint (src/pb/id_fields.ts). */
+function isIdField(f: protobuf.Field): boolean {
+  return f.parent instanceof protobuf.Type && isId64Field(f.parent.fullName.slice(1), f.id);
 }
 
 function defaultOf(f: protobuf.Field): unknown {
@@ -263,7 +271,7 @@ function defaultOf(f: protobuf.Field): unknown {
   if (f.type === "bytes") return Buffer.alloc(0);
   if (f.type === "string") return "";
   if (f.type === "bool") return false;
-  return 0;
+  return isIdField(f) ? 0n : 0;
 }
 
 /**
@@ -286,12 +294,12 @@ function numberText(v: JsonValue, goType: string): string {
   return inner.text;
 }
 
-function integerFrom(v: JsonValue, goType: string, min: bigint, max: bigint): number {
+function integerFrom(v: JsonValue, goType: string, min: bigint, max: bigint, exact = false): number | bigint {
   const text = numberText(v, goType);
   if (!/^-?\d+$/.test(text)) throw typeError(`number ${text}`, goType);
   const n = BigInt(text);
   if (n < min || n > max) throw typeError(`number ${text}`, goType);
-  return Number(n);
+  return exact ? n : Number(n);
 }
 
 /** protoc's JSON name: lowerCamelCase of the proto name ("prev_kv" → "prevKv", "ID" stays). */

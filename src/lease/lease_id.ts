@@ -45,14 +45,14 @@ export function leaseIdFromInt64(value: bigint | string | number): LeaseId {
   return Number(big);
 }
 
-/** Folds a member id (up to 2^53) into 8 bits by xor-ing its bytes: member ids are hashes. */
-function memberByte(memberId: number): number {
-  if (!Number.isSafeInteger(memberId) || memberId < 0) throw new RangeError(`memberId must be a non-negative safe integer, got ${memberId}`);
+/** Folds a member id (a uint64) into 8 bits by xor-ing its bytes: member ids are hashes. */
+function memberByte(memberId: bigint): number {
+  if (memberId < 0n || memberId >= 2n ** 64n) throw new RangeError(`memberId must be a uint64, got ${memberId}`);
   let folded = 0;
   let rest = memberId;
-  while (rest > 0) {
-    folded ^= rest % 256;
-    rest = Math.floor(rest / 256);
+  while (rest > 0n) {
+    folded ^= Number(rest & 0xffn);
+    rest >>= 8n;
   }
   return folded;
 }
@@ -62,7 +62,7 @@ export class LeaseIdGenerator {
   private readonly prefix: number;
   private suffix: number;
 
-  constructor(memberId: number, wallClockMs: number) {
+  constructor(memberId: bigint, wallClockMs: number) {
     if (!Number.isFinite(wallClockMs) || wallClockMs < 0) throw new RangeError(`wallClockMs must be a non-negative number, got ${wallClockMs}`);
     this.prefix = memberByte(memberId) * SUFFIX_SPAN;
     this.suffix = ((Math.floor(wallClockMs) % 2 ** CLOCK_BITS) * 2 ** COUNTER_BITS) % SUFFIX_SPAN;

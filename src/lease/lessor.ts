@@ -81,7 +81,7 @@ export interface LessorOptions {
   /** Persist checkpointed remaining TTLs so they survive a restart (etcd 3.6 always does; default true). */
   checkpointPersist?: boolean;
   /** This member's id (its low bits prefix server-chosen lease ids). Default 0. */
-  memberId?: number;
+  memberId?: bigint;
   /** Wall-clock milliseconds at startup, seeding server-chosen lease ids (pass Date.now()). Default 0. */
   idSeedMs?: number;
   /** Prometheus registry for etcd_debugging_lease_* metrics. */
@@ -149,7 +149,7 @@ export class Lessor implements LeaseHooks {
     this.checkpointIntervalMs = positiveInteger("checkpointIntervalMs", options.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS);
     this.checkpointBatchSizeMax = positiveInteger("checkpointBatchSizeMax", options.checkpointBatchSizeMax ?? DEFAULT_CHECKPOINT_BATCH_SIZE_MAX);
     this.checkpointPersist = options.checkpointPersist ?? true;
-    this.ids = new LeaseIdGenerator(options.memberId ?? 0, options.idSeedMs ?? 0);
+    this.ids = new LeaseIdGenerator(options.memberId ?? 0n, options.idSeedMs ?? 0);
     this.metrics = lessorMetrics(options.registry);
     this.noteWrites = options.noteWrites;
     if (options.backend !== undefined) {

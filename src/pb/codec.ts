@@ -28,6 +28,7 @@
  */
 
 import protobuf from "protobufjs";
+import { isId64Field } from "./id_fields.js";
 import { EMPTY_BYTES, ProtoReader, ProtoWriter, WireError } from "./wire.js";
 
 /** Encoder/decoder of one message type: `T` as decoded, `Init` as given to the encoder (Foo, FooInit in the generated types). */
@@ -101,6 +102,11 @@ const SCALARS: Record<string, ScalarSpec> = {
   string: { wireType: 2, read: "string", write: "string", defaultValue: '""', packable: false },
   bytes: { wireType: 2, read: "bytes", write: "bytes", defaultValue: "EMPTY", packable: false },
 };
+/** Id fields (id_fields.ts) as exact bigints. The default is written `0n`; `if (v)` skips it as it skips 0. */
+const ID64_SCALARS: Record<string, ScalarSpec> = {
+  int64: { wireType: 0, read: "int64Big", write: "int64Big", defaultValue: "0n", packable: true },
+  uint64: { wireType: 0, read: "uint64Big", write: "uint64Big", defaultValue: "0n", packable: true },
+};
 const ENUM_SPEC: ScalarSpec = { wireType: 0, read: "int32", write: "int32", defaultValue: "0", packable: true };
 
 function tagOf(id: number, wireType: number): number {
@@ -134,6 +140,11 @@ class TypeCompiler {
 
   private scalarOf(f: protobuf.Field): ScalarSpec | undefined {
     if (f.resolvedType instanceof protobuf.Enum) return ENUM_SPEC;
+    if (f.parent instanceof protobuf.Type && isId64Field(f.parent.fullName.slice(1), f.id)) {
+      const id = ID64_SCALARS[f.type];
+      if (id === undefined) throw new Error(`${f.fullName}: an id field must be int64 or uint64, not ${f.type}`);
+      return id;
+    }
     return SCALARS[f.type];
   }
 

@@ -76,16 +76,16 @@ export type Permission_Type = (typeof Permission_Type)[keyof typeof Permission_T
 
 /** etcdserverpb.ResponseHeader, as decoded. */
 export interface ResponseHeader {
-  cluster_id: number;
-  member_id: number;
+  cluster_id: bigint;
+  member_id: bigint;
   revision: number;
   raft_term: number;
 }
 
 /** etcdserverpb.ResponseHeader, as given to the encoder. */
 export interface ResponseHeaderInit {
-  cluster_id?: number;
-  member_id?: number;
+  cluster_id?: bigint;
+  member_id?: bigint;
   revision?: number;
   raft_term?: number;
 }
@@ -636,7 +636,7 @@ export interface LeaseLeasesResponseInit {
 
 /** etcdserverpb.Member, as decoded. */
 export interface Member {
-  ID: number;
+  ID: bigint;
   name: string;
   peerURLs: string[];
   clientURLs: string[];
@@ -645,7 +645,7 @@ export interface Member {
 
 /** etcdserverpb.Member, as given to the encoder. */
 export interface MemberInit {
-  ID?: number;
+  ID?: bigint;
   name?: string;
   peerURLs?: string[];
   clientURLs?: string[];
@@ -680,12 +680,12 @@ export interface MemberAddResponseInit {
 
 /** etcdserverpb.MemberRemoveRequest, as decoded. */
 export interface MemberRemoveRequest {
-  ID: number;
+  ID: bigint;
 }
 
 /** etcdserverpb.MemberRemoveRequest, as given to the encoder. */
 export interface MemberRemoveRequestInit {
-  ID?: number;
+  ID?: bigint;
 }
 
 /** etcdserverpb.MemberRemoveResponse, as decoded. */
@@ -702,13 +702,13 @@ export interface MemberRemoveResponseInit {
 
 /** etcdserverpb.MemberUpdateRequest, as decoded. */
 export interface MemberUpdateRequest {
-  ID: number;
+  ID: bigint;
   peerURLs: string[];
 }
 
 /** etcdserverpb.MemberUpdateRequest, as given to the encoder. */
 export interface MemberUpdateRequestInit {
-  ID?: number;
+  ID?: bigint;
   peerURLs?: string[];
 }
 
@@ -748,12 +748,12 @@ export interface MemberListResponseInit {
 
 /** etcdserverpb.MemberPromoteRequest, as decoded. */
 export interface MemberPromoteRequest {
-  ID: number;
+  ID: bigint;
 }
 
 /** etcdserverpb.MemberPromoteRequest, as given to the encoder. */
 export interface MemberPromoteRequestInit {
-  ID?: number;
+  ID?: bigint;
 }
 
 /** etcdserverpb.MemberPromoteResponse, as decoded. */
@@ -790,12 +790,12 @@ export interface DefragmentResponseInit {
 
 /** etcdserverpb.MoveLeaderRequest, as decoded. */
 export interface MoveLeaderRequest {
-  targetID: number;
+  targetID: bigint;
 }
 
 /** etcdserverpb.MoveLeaderRequest, as given to the encoder. */
 export interface MoveLeaderRequestInit {
-  targetID?: number;
+  targetID?: bigint;
 }
 
 /** etcdserverpb.MoveLeaderResponse, as decoded. */
@@ -811,26 +811,26 @@ export interface MoveLeaderResponseInit {
 /** etcdserverpb.AlarmRequest, as decoded. */
 export interface AlarmRequest {
   action: number;
-  memberID: number;
+  memberID: bigint;
   alarm: number;
 }
 
 /** etcdserverpb.AlarmRequest, as given to the encoder. */
 export interface AlarmRequestInit {
   action?: number;
-  memberID?: number;
+  memberID?: bigint;
   alarm?: number;
 }
 
 /** etcdserverpb.AlarmMember, as decoded. */
 export interface AlarmMember {
-  memberID: number;
+  memberID: bigint;
   alarm: number;
 }
 
 /** etcdserverpb.AlarmMember, as given to the encoder. */
 export interface AlarmMemberInit {
-  memberID?: number;
+  memberID?: bigint;
   alarm?: number;
 }
 
@@ -885,7 +885,7 @@ export interface StatusResponse {
   header: ResponseHeader | undefined;
   version: string;
   dbSize: number;
-  leader: number;
+  leader: bigint;
   raftIndex: number;
   raftTerm: number;
   raftAppliedIndex: number;
@@ -899,7 +899,7 @@ export interface StatusResponseInit {
   header?: ResponseHeaderInit | null;
   version?: string;
   dbSize?: number;
-  leader?: number;
+  leader?: bigint;
   raftIndex?: number;
   raftTerm?: number;
   raftAppliedIndex?: number;

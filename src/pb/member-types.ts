@@ -84,16 +84,16 @@ export type HealthCheckResponse_ServingStatus = (typeof HealthCheckResponse_Serv
 
 /** etcdserverpb.ResponseHeader, as decoded. */
 export interface ResponseHeader {
-  clusterId: number;
-  memberId: number;
+  clusterId: bigint;
+  memberId: bigint;
   revision: number;
   raftTerm: number;
 }
 
 /** etcdserverpb.ResponseHeader, as given to the encoder. */
 export interface ResponseHeaderInit {
-  clusterId?: number;
-  memberId?: number;
+  clusterId?: bigint;
+  memberId?: bigint;
   revision?: number;
   raftTerm?: number;
 }
@@ -644,7 +644,7 @@ export interface LeaseLeasesResponseInit {
 
 /** etcdserverpb.Member, as decoded. */
 export interface Member {
-  ID: number;
+  ID: bigint;
   name: string;
   peerURLs: string[];
   clientURLs: string[];
@@ -653,7 +653,7 @@ export interface Member {
 
 /** etcdserverpb.Member, as given to the encoder. */
 export interface MemberInit {
-  ID?: number;
+  ID?: bigint;
   name?: string;
   peerURLs?: string[];
   clientURLs?: string[];
@@ -688,12 +688,12 @@ export interface MemberAddResponseInit {
 
 /** etcdserverpb.MemberRemoveRequest, as decoded. */
 export interface MemberRemoveRequest {
-  ID: number;
+  ID: bigint;
 }
 
 /** etcdserverpb.MemberRemoveRequest, as given to the encoder. */
 export interface MemberRemoveRequestInit {
-  ID?: number;
+  ID?: bigint;
 }
 
 /** etcdserverpb.MemberRemoveResponse, as decoded. */
@@ -710,13 +710,13 @@ export interface MemberRemoveResponseInit {
 
 /** etcdserverpb.MemberUpdateRequest, as decoded. */
 export interface MemberUpdateRequest {
-  ID: number;
+  ID: bigint;
   peerURLs: string[];
 }
 
 /** etcdserverpb.MemberUpdateRequest, as given to the encoder. */
 export interface MemberUpdateRequestInit {
-  ID?: number;
+  ID?: bigint;
   peerURLs?: string[];
 }
 
@@ -756,12 +756,12 @@ export interface MemberListResponseInit {
 
 /** etcdserverpb.MemberPromoteRequest, as decoded. */
 export interface MemberPromoteRequest {
-  ID: number;
+  ID: bigint;
 }
 
 /** etcdserverpb.MemberPromoteRequest, as given to the encoder. */
 export interface MemberPromoteRequestInit {
-  ID?: number;
+  ID?: bigint;
 }
 
 /** etcdserverpb.MemberPromoteResponse, as decoded. */
@@ -798,12 +798,12 @@ export interface DefragmentResponseInit {
 
 /** etcdserverpb.MoveLeaderRequest, as decoded. */
 export interface MoveLeaderRequest {
-  targetID: number;
+  targetID: bigint;
 }
 
 /** etcdserverpb.MoveLeaderRequest, as given to the encoder. */
 export interface MoveLeaderRequestInit {
-  targetID?: number;
+  targetID?: bigint;
 }
 
 /** etcdserverpb.MoveLeaderResponse, as decoded. */
@@ -819,26 +819,26 @@ export interface MoveLeaderResponseInit {
 /** etcdserverpb.AlarmRequest, as decoded. */
 export interface AlarmRequest {
   action: number;
-  memberID: number;
+  memberID: bigint;
   alarm: number;
 }
 
 /** etcdserverpb.AlarmRequest, as given to the encoder. */
 export interface AlarmRequestInit {
   action?: number;
-  memberID?: number;
+  memberID?: bigint;
   alarm?: number;
 }
 
 /** etcdserverpb.AlarmMember, as decoded. */
 export interface AlarmMember {
-  memberID: number;
+  memberID: bigint;
   alarm: number;
 }
 
 /** etcdserverpb.AlarmMember, as given to the encoder. */
 export interface AlarmMemberInit {
-  memberID?: number;
+  memberID?: bigint;
   alarm?: number;
 }
 
@@ -893,7 +893,7 @@ export interface StatusResponse {
   header: ResponseHeader | undefined;
   version: string;
   dbSize: number;
-  leader: number;
+  leader: bigint;
   raftIndex: number;
   raftTerm: number;
   raftAppliedIndex: number;
@@ -907,7 +907,7 @@ export interface StatusResponseInit {
   header?: ResponseHeaderInit | null;
   version?: string;
   dbSize?: number;
-  leader?: number;
+  leader?: bigint;
   raftIndex?: number;
   raftTerm?: number;
   raftAppliedIndex?: number;
@@ -1308,14 +1308,14 @@ export interface RequestHeaderInit {
 
 /** etcdserverpb.MemberAttributes, as decoded. */
 export interface MemberAttributes {
-  member_ID: number;
+  member_ID: bigint;
   name: string;
   clientUrls: string[];
 }
 
 /** etcdserverpb.MemberAttributes, as given to the encoder. */
 export interface MemberAttributesInit {
-  member_ID?: number;
+  member_ID?: bigint;
   name?: string;
   clientUrls?: string[];
 }

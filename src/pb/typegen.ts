@@ -20,6 +20,7 @@
 
 import protobuf from "protobufjs";
 import { fileURLToPath } from "node:url";
+import { isId64Field } from "./id_fields.js";
 import { ETCD_API_FILES, MEMBER_FILES, PROTO_DIR } from "./protos.js";
 
 const NUMBER_TYPES = new Set([
@@ -39,7 +40,7 @@ function tsName(t: protobuf.ReflectionObject): string {
 function scalarType(f: protobuf.Field, init: boolean, o: TypegenOptions): string {
   if (f.resolvedType instanceof protobuf.Enum) return "number";
   if (f.resolvedType instanceof protobuf.Type) return tsName(f.resolvedType) + (init ? "Init" : "");
-  if (NUMBER_TYPES.has(f.type)) return "number";
+  if (NUMBER_TYPES.has(f.type)) return f.parent instanceof protobuf.Type && isId64Field(f.parent.fullName.slice(1), f.id) ? "bigint" : "number";
   if (f.type === "bool") return "boolean";
   if (f.type === "string") return "string";
   if (f.type === "bytes") return init ? o.initBytes : "Buffer";

@@ -7,6 +7,9 @@
 
 const TWO_32 = 4294967296;
 const TWO_63 = 2 ** 63;
+const UINT64_MAX = 2n ** 64n - 1n;
+const INT64_MAX = 2n ** 63n - 1n;
+const INT64_MIN = -(2n ** 63n);
 
 /** Thrown on malformed or truncated input. */
 export class WireError extends Error {
@@ -129,6 +132,22 @@ export class ProtoReader {
     }
     this.varint64();
     return this.hi * TWO_32 + this.lo;
+  }
+
+  /** A uint64 as an exact bigint (member and cluster ids: all 64 bits are significant). */
+  uint64Big(): bigint {
+    const b = this.buf[this.pos]!;
+    if (b < 0x80 && this.pos < this.end) {
+      this.pos++;
+      return BigInt(b);
+    }
+    this.varint64();
+    return (BigInt(this.hi) << 32n) | BigInt(this.lo);
+  }
+
+  /** An int64 as an exact bigint (lease and watch ids: ids above 2^53 round-trip). */
+  int64Big(): bigint {
+    return BigInt.asIntN(64, this.uint64Big());
   }
 
   sint64(): number {
@@ -345,6 +364,21 @@ export class ProtoWriter {
       if (lo === 0) hi = (hi + 1) >>> 0;
     }
     this.varint64(lo, hi);
+  }
+
+  /** Varint of a uint64 given as a bigint; out-of-range values are refused, never wrapped. */
+  uint64Big(v: bigint | number): void {
+    // A number is taken if it is an exact integer (a caller that predates exact ids): BigInt refuses fractions.
+    if (typeof v === "number") v = BigInt(v);
+    if (v < 0n || v > UINT64_MAX) throw new RangeError(`uint64 out of range: ${v}`);
+    this.varint64(Number(v & 0xffffffffn), Number(v >> 32n));
+  }
+
+  /** Varint of an int64 given as a bigint (two's complement when negative). */
+  int64Big(v: bigint | number): void {
+    if (typeof v === "number") v = BigInt(v);
+    if (v < INT64_MIN || v > INT64_MAX) throw new RangeError(`int64 out of range: ${v}`);
+    this.uint64Big(BigInt.asUintN(64, v));
   }
 
   sint64(v: number): void {

@@ -9,6 +9,7 @@ import {
   type ConfChangeV2,
   type ConfState,
   type NodeId,
+  NONE,
 } from "./types.js";
 
 /** A membership change that cannot be applied to the current configuration. */
@@ -103,7 +104,7 @@ export class Changer {
   private apply(config: TrackerConfig, progress: ProgressMap, ccs: ConfChangeSingle[]): void {
     for (const cc of ccs) {
       // etcd zeroes the node id of a change it decided not to apply; skip those.
-      if (cc.nodeId === 0) continue;
+      if (cc.nodeId === NONE) continue;
       switch (cc.type) {
         case ConfChangeType.AddNode:
           this.makeVoter(config, progress, cc.nodeId);

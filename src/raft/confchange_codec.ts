@@ -6,6 +6,8 @@ import {
   type ConfChangeSingle,
   type ConfChangeV2,
   type Entry,
+  type NodeId,
+  NONE,
 } from "./types.js";
 
 /**
@@ -18,13 +20,15 @@ import {
 /** A changes list longer than this is refused by decoding (a limit on everything). */
 export const CONF_CHANGES_MAX = 1024;
 
+const UINT64_MAX = 2n ** 64n - 1n;
+
 export function encodeConfChangeV2(cc: ConfChangeV2): Uint8Array {
   const w = new Writer();
   if (cc.transition !== ConfChangeTransition.Auto) w.tag(1, 0).varint(cc.transition);
   for (const c of cc.changes) {
     const inner = new Writer();
     if (c.type !== ConfChangeType.AddNode) inner.tag(1, 0).varint(c.type);
-    if (c.nodeId !== 0) inner.tag(2, 0).varint(c.nodeId);
+    if (c.nodeId !== NONE) inner.tag(2, 0).uvarint64(c.nodeId);
     w.tag(2, 2).bytes(inner.finish());
   }
   if (cc.context.byteLength > 0) w.tag(3, 2).bytes(cc.context);
@@ -47,12 +51,12 @@ export function decodeConfChangeV2(data: Uint8Array): ConfChangeV2 {
 }
 
 function decodeSingle(data: Uint8Array): ConfChangeSingle {
-  const c: ConfChangeSingle = { type: ConfChangeType.AddNode, nodeId: 0 };
+  const c: ConfChangeSingle = { type: ConfChangeType.AddNode, nodeId: NONE };
   const r = new Reader(data);
   while (!r.done()) {
     const [field, wire] = r.tag();
     if (field === 1 && wire === 0) c.type = r.varint() as ConfChangeType;
-    else if (field === 2 && wire === 0) c.nodeId = r.varint();
+    else if (field === 2 && wire === 0) c.nodeId = r.uvarint64();
     else r.skip(wire);
   }
   return c;
@@ -60,30 +64,31 @@ function decodeSingle(data: Uint8Array): ConfChangeSingle {
 
 /** etcd's v1 ConfChange (what etcd 3.4/3.5 servers propose for member add/remove). */
 export interface ConfChangeV1 {
-  id: number;
+  /** etcd's ConfChange.ID: the proposal's request id (any uint64). */
+  id: bigint;
   type: ConfChangeType;
-  nodeId: number;
+  nodeId: NodeId;
   context: Uint8Array;
 }
 
 export function encodeConfChangeV1(cc: ConfChangeV1): Uint8Array {
   const w = new Writer();
   // etcd's gogoproto ConfChange has non-nullable scalars: they are always written.
-  w.tag(1, 0).varint(cc.id);
+  w.tag(1, 0).uvarint64(cc.id);
   w.tag(2, 0).varint(cc.type);
-  w.tag(3, 0).varint(cc.nodeId);
+  w.tag(3, 0).uvarint64(cc.nodeId);
   if (cc.context.byteLength > 0) w.tag(4, 2).bytes(cc.context);
   return w.finish();
 }
 
 export function decodeConfChangeV1(data: Uint8Array): ConfChangeV1 {
-  const cc: ConfChangeV1 = { id: 0, type: ConfChangeType.AddNode, nodeId: 0, context: new Uint8Array(0) };
+  const cc: ConfChangeV1 = { id: 0n, type: ConfChangeType.AddNode, nodeId: NONE, context: new Uint8Array(0) };
   const r = new Reader(data);
   while (!r.done()) {
     const [field, wire] = r.tag();
-    if (field === 1 && wire === 0) cc.id = r.varint();
+    if (field === 1 && wire === 0) cc.id = r.uvarint64();
     else if (field === 2 && wire === 0) cc.type = r.varint() as ConfChangeType;
-    else if (field === 3 && wire === 0) cc.nodeId = r.varint();
+    else if (field === 3 && wire === 0) cc.nodeId = r.uvarint64();
     else if (field === 4 && wire === 2) cc.context = r.bytes();
     else r.skip(wire);
   }
@@ -116,6 +121,17 @@ class Writer {
       v = Math.floor(v / 0x80);
     }
     this.buf.push(v);
+    return this;
+  }
+
+  /** A uint64 varint (node ids, request ids: all 64 bits are significant). */
+  uvarint64(v: bigint): this {
+    assert(v >= 0n && v <= UINT64_MAX, () => `uint64 out of range: ${v}`);
+    while (v >= 0x80n) {
+      this.buf.push(Number(v & 0x7fn) | 0x80);
+      v >>= 7n;
+    }
+    this.buf.push(Number(v));
     return this;
   }
 
@@ -156,6 +172,21 @@ class Reader {
         return result;
       }
       mul *= 0x80;
+    }
+    assert(false, "varint too long");
+  }
+
+  uvarint64(): bigint {
+    let result = 0n;
+    for (let i = 0; i < 10; i++) {
+      assert(this.pos < this.data.byteLength, "truncated varint");
+      const b = this.data[this.pos++];
+      result |= BigInt(b & 0x7f) << BigInt(7 * i);
+      if (b < 0x80) {
+        // A tenth byte may carry only the top bit; more would overflow 64 bits.
+        assert(result <= UINT64_MAX, "varint exceeds 2^64");
+        return result;
+      }
     }
     assert(false, "varint too long");
   }

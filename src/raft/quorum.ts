@@ -1,4 +1,4 @@
-import type { NodeId } from "./types.js";
+import { compareNodeIds, type NodeId } from "./types.js";
 
 export enum VoteResult {
   Pending = 1,
@@ -22,7 +22,7 @@ export class MajorityConfig {
   }
 
   sorted(): NodeId[] {
-    return [...this.ids].sort((a, b) => a - b);
+    return [...this.ids].sort(compareNodeIds);
   }
 
   /** The largest index acknowledged by a majority (acked returns 0 for unknown voters). */

@@ -17,6 +17,7 @@ import {
   StateType,
   UnavailableError,
   entrySizeBytes,
+  describeConfState,
   isEmptySnapshot,
   type ConfChangeV2,
   type ConfState,
@@ -98,6 +99,11 @@ export function newMessage(m: Partial<Message> & Pick<Message, "type">): Message
 }
 
 const EMPTY_BYTES = new Uint8Array(0);
+
+/** A node id as etcd's raft logs print it (%x). */
+function hex(id: NodeId): string {
+  return id.toString(16);
+}
 
 function isVoteMsg(t: MessageType): boolean {
   return t === MessageType.MsgVote || t === MessageType.MsgPreVote;
@@ -189,7 +195,7 @@ export class Raft {
     if (c.applied !== undefined && c.applied > 0) this.raftLog.appliedTo(c.applied);
     this.becomeFollower(this.term, NONE);
     this.logger.info(
-      `newRaft ${this.id} [peers: [${this.prs.voterNodes().join(",")}], term: ${this.term}, commit: ${this.raftLog.committed}, applied: ${this.raftLog.applied}, lastindex: ${this.raftLog.lastIndex()}, lastterm: ${this.raftLog.lastTerm()}]`,
+      `newRaft ${hex(this.id)} [peers: [${this.prs.voterNodes().map(hex).join(",")}], term: ${this.term}, commit: ${this.raftLog.committed}, applied: ${this.raftLog.applied}, lastindex: ${this.raftLog.lastIndex()}, lastterm: ${this.raftLog.lastTerm()}]`,
     );
   }
 
@@ -208,7 +214,7 @@ export class Raft {
   private loadState(hs: HardState): void {
     assert(
       hs.commit >= this.raftLog.committed && hs.commit <= this.raftLog.lastIndex(),
-      () => `${this.id} state.commit ${hs.commit} is out of range [${this.raftLog.committed}, ${this.raftLog.lastIndex()}]`,
+      () => `${hex(this.id)} state.commit ${hs.commit} is out of range [${this.raftLog.committed}, ${this.raftLog.lastIndex()}]`,
     );
     this.raftLog.committed = hs.commit;
     this.term = hs.term;
@@ -266,7 +272,7 @@ export class Raft {
           pr.probeSent = true;
           break;
         default:
-          assert(false, () => `${this.id} is sending append in unhandled state ${pr.state}`);
+          assert(false, () => `${hex(this.id)} is sending append in unhandled state ${pr.state}`);
       }
     }
     this.send(newMessage({ type: MessageType.MsgApp, to, index: prevIndex, logTerm: prevTerm, entries: ents, commit: this.raftLog.committed }));
@@ -277,7 +283,7 @@ export class Raft {
     const pr = this.prs.progress.get(to);
     assert(pr !== undefined, "progress must exist");
     if (!pr.recentActive) {
-      this.logger.debug(`ignore sending snapshot to ${to} since it is not recently active`);
+      this.logger.debug(`ignore sending snapshot to ${hex(to)} since it is not recently active`);
       return false;
     }
     let snapshot: Snapshot;
@@ -285,7 +291,7 @@ export class Raft {
       snapshot = this.raftLog.snapshot();
     } catch (e) {
       if (e instanceof SnapshotTemporarilyUnavailableError) {
-        this.logger.debug(`${this.id} failed to send snapshot to ${to} because snapshot is temporarily unavailable`);
+        this.logger.debug(`${hex(this.id)} failed to send snapshot to ${hex(to)} because snapshot is temporarily unavailable`);
         return false;
       }
       throw e;
@@ -295,11 +301,11 @@ export class Raft {
     if (![cs.voters, cs.learners, cs.votersOutgoing, cs.learnersNext].some((ids) => ids.includes(to))) {
       // The recipient would ignore it (it is not a member as of that snapshot): wait until the
       // application takes a newer snapshot rather than loop sending this one.
-      this.logger.debug(`${this.id} not sending snapshot ${snapshot.metadata.index} to ${to}: it predates ${to}'s membership`);
+      this.logger.debug(`${hex(this.id)} not sending snapshot ${snapshot.metadata.index} to ${hex(to)}: it predates ${hex(to)}'s membership`);
       return false;
     }
     pr.becomeSnapshot(snapshot.metadata.index);
-    this.logger.debug(`${this.id} paused sending replication messages to ${to}, sending snapshot ${snapshot.metadata.index}`);
+    this.logger.debug(`${hex(this.id)} paused sending replication messages to ${hex(to)}, sending snapshot ${snapshot.metadata.index}`);
     this.send(newMessage({ type: MessageType.MsgSnap, to, snapshot }));
     return true;
   }
@@ -353,12 +359,12 @@ export class Raft {
         this.stepLeader(newMessage({ type: MessageType.MsgProp, from: this.id, entries: ents }));
       } catch (e) {
         if (!(e instanceof ProposalDroppedError)) throw e;
-        this.logger.debug(`${this.id} dropped ${ents.length} queued proposals: ${e.reason}`);
+        this.logger.debug(`${hex(this.id)} dropped ${ents.length} queued proposals: ${e.reason}`);
       }
       return;
     }
     if (this.lead === NONE || this.disableProposalForwarding) {
-      this.logger.debug(`${this.id} no leader at term ${this.term}; dropping ${ents.length} queued proposals`);
+      this.logger.debug(`${hex(this.id)} no leader at term ${this.term}; dropping ${ents.length} queued proposals`);
       return;
     }
     // One MsgProp per maxMsgSize worth of entries (at least one entry each).
@@ -408,7 +414,7 @@ export class Raft {
     this.reset(term);
     this.lead = lead;
     this.state = StateType.Follower;
-    this.logger.debug(`${this.id} became follower at term ${this.term}`);
+    this.logger.debug(`${hex(this.id)} became follower at term ${this.term}`);
   }
 
   becomeCandidate(): void {
@@ -416,7 +422,7 @@ export class Raft {
     this.reset(this.term + 1);
     this.vote = this.id;
     this.state = StateType.Candidate;
-    this.logger.debug(`${this.id} became candidate at term ${this.term}`);
+    this.logger.debug(`${hex(this.id)} became candidate at term ${this.term}`);
   }
 
   becomePreCandidate(): void {
@@ -425,7 +431,7 @@ export class Raft {
     this.prs.resetVotes();
     this.lead = NONE;
     this.state = StateType.PreCandidate;
-    this.logger.debug(`${this.id} became pre-candidate at term ${this.term}`);
+    this.logger.debug(`${hex(this.id)} became pre-candidate at term ${this.term}`);
   }
 
   becomeLeader(): void {
@@ -444,7 +450,7 @@ export class Raft {
     assert(accepted, "empty entry was dropped");
     // The no-op does not count against the uncommitted-size limit.
     this.uncommittedSize = 0;
-    this.logger.info(`${this.id} became leader at term ${this.term}`);
+    this.logger.info(`${hex(this.id)} became leader at term ${this.term}`);
   }
 
   private resetRandomizedElectionTimeout(): void {
@@ -488,7 +494,7 @@ export class Raft {
       if (this.checkQuorum) this.step(newMessage({ type: MessageType.MsgCheckQuorum, from: this.id }));
       // A transfer that did not finish within an election timeout is abandoned.
       if (this.state === StateType.Leader && this.leadTransferee !== NONE) {
-        this.logger.info(`${this.id} abort leadership transfer to ${this.leadTransferee}: not caught up within an election timeout`);
+        this.logger.info(`${hex(this.id)} abort leadership transfer to ${hex(this.leadTransferee)}: not caught up within an election timeout`);
         this.abortLeaderTransfer();
       }
     }
@@ -503,19 +509,19 @@ export class Raft {
 
   private hup(t: CampaignType): void {
     if (this.state === StateType.Leader) {
-      this.logger.debug(`${this.id} ignoring MsgHup because already leader`);
+      this.logger.debug(`${hex(this.id)} ignoring MsgHup because already leader`);
       return;
     }
     if (!this.promotable()) {
-      this.logger.warn(`${this.id} is unpromotable and can not campaign`);
+      this.logger.warn(`${hex(this.id)} is unpromotable and can not campaign`);
       return;
     }
     // A committed but unapplied conf change may change who may vote: apply it first.
     if (this.raftLog.committed > this.raftLog.applied && this.hasUnappliedConfChange()) {
-      this.logger.warn(`${this.id} cannot campaign at term ${this.term} since there are still pending configuration changes to apply`);
+      this.logger.warn(`${hex(this.id)} cannot campaign at term ${this.term} since there are still pending configuration changes to apply`);
       return;
     }
-    this.logger.info(`${this.id} is starting a new election at term ${this.term}`);
+    this.logger.info(`${hex(this.id)} is starting a new election at term ${this.term}`);
     this.campaign(t);
   }
 
@@ -532,7 +538,7 @@ export class Raft {
   }
 
   campaign(t: CampaignType): void {
-    assert(this.promotable(), () => `${this.id} is unpromotable; campaign() should have been called`);
+    assert(this.promotable(), () => `${hex(this.id)} is unpromotable; campaign() should have been called`);
     let term: number;
     let voteMsg: MessageType;
     if (t === "pre-election") {
@@ -567,7 +573,7 @@ export class Raft {
   }
 
   private poll(id: NodeId, t: MessageType, granted: boolean): VoteResult {
-    this.logger.debug(`${this.id} received ${MessageType[t]} ${granted ? "" : "rejection "}from ${id} at term ${this.term}`);
+    this.logger.debug(`${hex(this.id)} received ${MessageType[t]} ${granted ? "" : "rejection "}from ${hex(id)} at term ${this.term}`);
     this.prs.recordVote(id, granted);
     return this.prs.tallyVotes().result;
   }
@@ -585,7 +591,7 @@ export class Raft {
         if (!force && inLease) {
           // We heard from a leader within the minimum election timeout: this candidate would
           // disrupt a working cluster (it is probably partitioned or removed). Ignore it.
-          this.logger.info(`${this.id} [term: ${this.term}] ignored ${MessageType[m.type]} from ${m.from} at term ${m.term}: lease is not expired`);
+          this.logger.info(`${hex(this.id)} [term: ${this.term}] ignored ${MessageType[m.type]} from ${hex(m.from)} at term ${m.term}: lease is not expired`);
           return;
         }
       }
@@ -594,7 +600,7 @@ export class Raft {
       } else if (m.type === MessageType.MsgPreVoteResp && !m.reject) {
         // The granted pre-vote carries our future term; we advance when a quorum grants it.
       } else {
-        this.logger.debug(`${this.id} [term: ${this.term}] received a ${MessageType[m.type]} message with higher term from ${m.from} [term: ${m.term}]`);
+        this.logger.debug(`${hex(this.id)} [term: ${this.term}] received a ${MessageType[m.type]} message with higher term from ${hex(m.from)} [term: ${m.term}]`);
         const fromLeader = m.type === MessageType.MsgApp || m.type === MessageType.MsgHeartbeat || m.type === MessageType.MsgSnap;
         this.becomeFollower(m.term, fromLeader ? m.from : NONE);
       }
@@ -621,7 +627,7 @@ export class Raft {
           (this.vote === NONE && this.lead === NONE) ||
           (m.type === MessageType.MsgPreVote && m.term > this.term);
         if (canVote && this.raftLog.isUpToDate(m.index, m.logTerm)) {
-          this.logger.debug(`${this.id} cast ${MessageType[m.type]} for ${m.from} at term ${m.term}`);
+          this.logger.debug(`${hex(this.id)} cast ${MessageType[m.type]} for ${hex(m.from)} at term ${m.term}`);
           // The response carries the request's term: a pre-vote is granted in the future term.
           this.send(newMessage({ type: voteRespType(m.type), to: m.from, term: m.term }));
           if (m.type === MessageType.MsgVote) {
@@ -658,7 +664,7 @@ export class Raft {
         const self = this.prs.progress.get(this.id);
         if (self !== undefined) self.recentActive = true;
         if (!this.prs.quorumActive()) {
-          this.logger.warn(`${this.id} stepped down to follower since quorum is not active`);
+          this.logger.warn(`${hex(this.id)} stepped down to follower since quorum is not active`);
           this.becomeFollower(this.term, NONE);
         }
         // Every follower must prove itself active again within the next election timeout.
@@ -677,14 +683,14 @@ export class Raft {
 
     const pr = this.prs.progress.get(m.from);
     if (pr === undefined) {
-      this.logger.debug(`${this.id} no progress available for ${m.from}`);
+      this.logger.debug(`${hex(this.id)} no progress available for ${hex(m.from)}`);
       return;
     }
     switch (m.type) {
       case MessageType.MsgAppResp:
         pr.recentActive = true;
         if (m.reject) {
-          this.logger.debug(`${this.id} received MsgAppResp(rejected, hint: (index ${m.rejectHint}, term ${m.logTerm})) from ${m.from} for index ${m.index}`);
+          this.logger.debug(`${hex(this.id)} received MsgAppResp(rejected, hint: (index ${m.rejectHint}, term ${m.logTerm})) from ${hex(m.from)} for index ${m.index}`);
           // Fast backtracking: skip the follower's whole conflicting term at once.
           const nextProbeIdx = m.logTerm > 0 ? this.raftLog.findConflictByTerm(m.rejectHint, m.logTerm) : m.rejectHint;
           if (pr.maybeDecrTo(m.index, nextProbeIdx)) {
@@ -696,7 +702,7 @@ export class Raft {
           if (pr.maybeUpdate(m.index)) {
             if (pr.state === ProgressState.Probe) pr.becomeReplicate();
             else if (pr.state === ProgressState.Snapshot && pr.match >= pr.pendingSnapshot) {
-              this.logger.debug(`${this.id} recovered from needing snapshot, resumed sending replication messages to ${m.from}`);
+              this.logger.debug(`${hex(this.id)} recovered from needing snapshot, resumed sending replication messages to ${hex(m.from)}`);
               pr.becomeProbe();
               pr.becomeReplicate();
             } else if (pr.state === ProgressState.Replicate) pr.inflights.freeLE(m.index);
@@ -710,7 +716,7 @@ export class Raft {
               while (this.maybeSendAppend(m.from, false));
             }
             if (m.from === this.leadTransferee && pr.match === this.raftLog.lastIndex()) {
-              this.logger.info(`${this.id} sent MsgTimeoutNow to ${m.from} after received MsgAppResp`);
+              this.logger.info(`${hex(this.id)} sent MsgTimeoutNow to ${hex(m.from)} after received MsgAppResp`);
               this.sendTimeoutNow(m.from);
             }
           }
@@ -734,7 +740,7 @@ export class Raft {
         pr.becomeProbe();
         // Wait for the follower's MsgAppResp (or the next heartbeat) before the next MsgApp.
         pr.probeSent = true;
-        this.logger.debug(`${this.id} snapshot ${m.reject ? "failed" : "succeeded"}, resumed sending replication messages to ${m.from}`);
+        this.logger.debug(`${hex(this.id)} snapshot ${m.reject ? "failed" : "succeeded"}, resumed sending replication messages to ${hex(m.from)}`);
         return;
       case MessageType.MsgUnreachable:
         // An optimistic MsgApp was most likely lost: go back to probing.
@@ -742,7 +748,7 @@ export class Raft {
         return;
       case MessageType.MsgTransferLeader: {
         if (pr.isLearner) {
-          this.logger.debug(`${this.id} is learner. Ignored transferring leadership`);
+          this.logger.debug(`${hex(this.id)} is learner. Ignored transferring leadership`);
           return;
         }
         const transferee = m.from;
@@ -754,7 +760,7 @@ export class Raft {
         // The transfer must finish within one election timeout.
         this.electionElapsed = 0;
         this.leadTransferee = transferee;
-        this.logger.info(`${this.id} [term ${this.term}] starts to transfer leadership to ${transferee}`);
+        this.logger.info(`${hex(this.id)} [term ${this.term}] starts to transfer leadership to ${hex(transferee)}`);
         if (pr.match === this.raftLog.lastIndex()) this.sendTimeoutNow(transferee);
         else this.sendAppend(transferee);
         return;
@@ -763,7 +769,7 @@ export class Raft {
   }
 
   private leaderPropose(m: Message): void {
-    assert(m.entries.length > 0, `${this.id} stepped empty MsgProp`);
+    assert(m.entries.length > 0, `${hex(this.id)} stepped empty MsgProp`);
     if (!this.prs.progress.has(this.id)) throw new ProposalDroppedError("not a member");
     if (this.leadTransferee !== NONE) throw new ProposalDroppedError("transfer in progress");
     const ents = m.entries.map((e) => ({ ...e }));
@@ -772,7 +778,7 @@ export class Raft {
       if (e.type === EntryType.Normal) continue;
       const refused = this.refuseConfChange(e);
       if (refused !== undefined) {
-        this.logger.info(`${this.id} ignoring conf change at index ${this.raftLog.lastIndex() + i + 1}: ${refused}`);
+        this.logger.info(`${hex(this.id)} ignoring conf change at index ${this.raftLog.lastIndex() + i + 1}: ${refused}`);
         // Keep the slot (the batch stays contiguous) but make it a no-op.
         ents[i] = { term: 0, index: 0, type: EntryType.Normal, data: EMPTY_BYTES };
       } else {
@@ -818,7 +824,7 @@ export class Raft {
     // term: postpone the read until then.
     if (!this.committedEntryInCurrentTerm()) {
       if (this.pendingReadIndexMessages.length < PENDING_READS_MAX) this.pendingReadIndexMessages.push(m);
-      else this.logger.warn(`${this.id} dropped read index request: too many pending`);
+      else this.logger.warn(`${hex(this.id)} dropped read index request: too many pending`);
       return;
     }
     this.registerReadIndex(m);
@@ -827,7 +833,7 @@ export class Raft {
   private registerReadIndex(m: Message): void {
     if (this.readOnly.option === "safe") {
       if (!this.readOnly.addRequest(this.raftLog.committed, m)) {
-        this.logger.warn(`${this.id} dropped read index request: too many pending`);
+        this.logger.warn(`${hex(this.id)} dropped read index request: too many pending`);
         return;
       }
       this.readOnly.recvAck(this.id, m.entries[0].data);
@@ -893,7 +899,7 @@ export class Raft {
         return;
       }
       case MessageType.MsgTimeoutNow:
-        this.logger.debug(`${this.id} [term ${this.term} state ${StateType[this.state]}] ignored MsgTimeoutNow from ${m.from}`);
+        this.logger.debug(`${hex(this.id)} [term ${this.term} state ${StateType[this.state]}] ignored MsgTimeoutNow from ${hex(m.from)}`);
         return;
     }
   }
@@ -923,28 +929,28 @@ export class Raft {
         return;
       case MessageType.MsgTransferLeader:
         if (this.lead === NONE) {
-          this.logger.info(`${this.id} no leader at term ${this.term}; dropping leader transfer msg`);
+          this.logger.info(`${hex(this.id)} no leader at term ${this.term}; dropping leader transfer msg`);
           return;
         }
         this.send(newMessage({ ...m, to: this.lead, term: 0 }));
         return;
       case MessageType.MsgTimeoutNow:
         if (this.promotable()) {
-          this.logger.info(`${this.id} [term ${this.term}] received MsgTimeoutNow from ${m.from} and starts an election to get leadership`);
+          this.logger.info(`${hex(this.id)} [term ${this.term}] received MsgTimeoutNow from ${hex(m.from)} and starts an election to get leadership`);
           // Skip pre-vote: the leader asked for this, and the vote carries the transfer marker.
           this.campaign("transfer");
         }
         return;
       case MessageType.MsgReadIndex:
         if (this.lead === NONE) {
-          this.logger.info(`${this.id} no leader at term ${this.term}; dropping index reading msg`);
+          this.logger.info(`${hex(this.id)} no leader at term ${this.term}; dropping index reading msg`);
           return;
         }
         this.send(newMessage({ ...m, to: this.lead, term: 0 }));
         return;
       case MessageType.MsgReadIndexResp:
         if (m.entries.length !== 1) {
-          this.logger.warn(`${this.id} invalid format of MsgReadIndexResp from ${m.from}, entries count: ${m.entries.length}`);
+          this.logger.warn(`${hex(this.id)} invalid format of MsgReadIndexResp from ${hex(m.from)}, entries count: ${m.entries.length}`);
           return;
         }
         this.readStates.push({ index: m.index, requestCtx: m.entries[0].data });
@@ -972,7 +978,7 @@ export class Raft {
     } catch (e) {
       if (!(e instanceof CompactedError || e instanceof UnavailableError)) throw e;
     }
-    this.logger.debug(`${this.id} rejected MsgApp [logterm: ${m.logTerm}, index: ${m.index}] from ${m.from}`);
+    this.logger.debug(`${hex(this.id)} rejected MsgApp [logterm: ${m.logTerm}, index: ${m.index}] from ${hex(m.from)}`);
     this.send(newMessage({ type: MessageType.MsgAppResp, to: m.from, index: m.index, reject: true, rejectHint: hintIndex, logTerm: hintTerm }));
   }
 
@@ -985,10 +991,10 @@ export class Raft {
     const s = m.snapshot;
     if (s === undefined) return;
     if (this.restore(s)) {
-      this.logger.info(`${this.id} [commit: ${this.raftLog.committed}] restored snapshot [index: ${s.metadata.index}, term: ${s.metadata.term}]`);
+      this.logger.info(`${hex(this.id)} [commit: ${this.raftLog.committed}] restored snapshot [index: ${s.metadata.index}, term: ${s.metadata.term}]`);
       this.send(newMessage({ type: MessageType.MsgAppResp, to: m.from, index: this.raftLog.lastIndex() }));
     } else {
-      this.logger.info(`${this.id} [commit: ${this.raftLog.committed}] ignored snapshot [index: ${s.metadata.index}, term: ${s.metadata.term}]`);
+      this.logger.info(`${hex(this.id)} [commit: ${this.raftLog.committed}] ignored snapshot [index: ${s.metadata.index}, term: ${s.metadata.term}]`);
       this.send(newMessage({ type: MessageType.MsgAppResp, to: m.from, index: this.raftLog.committed }));
     }
   }
@@ -999,14 +1005,14 @@ export class Raft {
     if (this.state !== StateType.Follower) {
       // Defense in depth: only a follower restores. Move to a new term so we never step a
       // snapshot as (pre)candidate or leader.
-      this.logger.warn(`${this.id} attempted to restore snapshot as leader; should never happen`);
+      this.logger.warn(`${hex(this.id)} attempted to restore snapshot as leader; should never happen`);
       this.becomeFollower(this.term + 1, NONE);
       return false;
     }
     const cs = s.metadata.confState;
     const found = [cs.voters, cs.learners, cs.votersOutgoing].some((ids) => ids.includes(this.id));
     if (!found) {
-      this.logger.warn(`${this.id} attempted to restore snapshot but it is not in the ConfState; should never happen`);
+      this.logger.warn(`${hex(this.id)} attempted to restore snapshot but it is not in the ConfState; should never happen`);
       return false;
     }
     if (this.raftLog.matchTerm(s.metadata.index, s.metadata.term)) {
@@ -1030,7 +1036,7 @@ export class Raft {
     const li = this.raftLog.lastIndex();
     const ents = es.map((e, i) => ({ ...e, term: this.term, index: li + 1 + i }));
     if (!this.increaseUncommittedSize(ents)) {
-      this.logger.warn(`${this.id} appending new entries to log would exceed uncommitted entry size limit; dropping proposal`);
+      this.logger.warn(`${hex(this.id)} appending new entries to log would exceed uncommitted entry size limit; dropping proposal`);
       return false;
     }
     const newLast = this.raftLog.append(ents);
@@ -1078,7 +1084,7 @@ export class Raft {
       assert(accepted, "refused un-refusable auto-leaving ConfChangeV2");
       this.pendingConfIndex = this.raftLog.lastIndex();
       this.pendingBcastAppend = true;
-      this.logger.info(`${this.id} initiating automatic transition out of joint configuration ${JSON.stringify(this.prs.confState())}`);
+      this.logger.info(`${hex(this.id)} initiating automatic transition out of joint configuration ${describeConfState(this.prs.confState())}`);
     }
   }
 
@@ -1124,7 +1130,7 @@ function validateConfig(c: RaftConfig): void {
   const bad = (msg: string) => {
     throw new RaftUsageError(msg);
   };
-  if (!Number.isSafeInteger(c.id) || c.id <= 0) bad("cannot use none as id");
+  if (typeof c.id !== "bigint" || c.id <= 0n || c.id >= 2n ** 64n) bad("cannot use none as id");
   if (!(c.heartbeatTick > 0)) bad("heartbeat tick must be greater than 0");
   if (!(c.electionTick > c.heartbeatTick)) bad("election tick must be greater than heartbeat tick");
   if (c.maxInflightMsgs !== undefined && !(c.maxInflightMsgs > 0)) bad("max inflight messages must be greater than 0");

@@ -1,7 +1,7 @@
 import { Inflights } from "./inflights.js";
 import { Progress } from "./progress.js";
 import { JointConfig, MajorityConfig, VoteResult } from "./quorum.js";
-import type { ConfState, NodeId } from "./types.js";
+import { compareNodeIds, type ConfState, type NodeId } from "./types.js";
 
 /** The membership as the tracker sees it (etcd's tracker.Config). */
 export interface TrackerConfig {
@@ -44,7 +44,7 @@ export class ProgressTracker {
   }
 
   confState(): ConfState {
-    const sorted = (s: Iterable<NodeId>) => [...s].sort((a, b) => a - b);
+    const sorted = (s: Iterable<NodeId>) => [...s].sort(compareNodeIds);
     return {
       voters: this.config.voters.incoming.sorted(),
       votersOutgoing: this.config.voters.outgoing.sorted(),
@@ -66,7 +66,7 @@ export class ProgressTracker {
 
   /** Visit progresses in id order (deterministic message order). */
   visit(f: (id: NodeId, pr: Progress) => void): void {
-    const ids = [...this.progress.keys()].sort((a, b) => a - b);
+    const ids = [...this.progress.keys()].sort(compareNodeIds);
     for (const id of ids) {
       const pr = this.progress.get(id);
       if (pr !== undefined) f(id, pr);
@@ -83,11 +83,11 @@ export class ProgressTracker {
   }
 
   voterNodes(): NodeId[] {
-    return [...this.config.voters.ids()].sort((a, b) => a - b);
+    return [...this.config.voters.ids()].sort(compareNodeIds);
   }
 
   learnerNodes(): NodeId[] {
-    return [...this.config.learners].sort((a, b) => a - b);
+    return [...this.config.learners].sort(compareNodeIds);
   }
 
   isVoter(id: NodeId): boolean {

@@ -3,15 +3,23 @@
  * configuration state and messages. Everything outside `src/raft` (the WAL, the peer transport,
  * the server) speaks in these types, so they change only with care.
  *
- * Node ids are positive safe integers (etcd's member ids are uint64; etcetera derives member ids
- * that fit in 52 bits so that they are exact as JavaScript numbers and still valid uint64s on the
- * wire). Indexes and terms are safe integers too: 2^53 entries is beyond any log's lifetime.
+ * Node ids are etcd's member ids: any non-zero uint64, held exactly as a bigint. A bigint rather
+ * than a 16-hex string or a number: it is exact over all 64 bits, a primitive (so `===`, Map and
+ * Set keys compare by value), typed apart from number (the compiler catches an id mixed with an
+ * index), and it encodes to a varint without parsing. Raft only compares ids and uses them as
+ * keys, never does arithmetic on them, so the hot paths pay no bigint arithmetic.
+ * Indexes and terms are safe integers: 2^53 entries is beyond any log's lifetime.
  */
 
-export type NodeId = number;
+export type NodeId = bigint;
 
 /** 0 means "no node": no leader known, no vote cast. */
-export const NONE: NodeId = 0;
+export const NONE: NodeId = 0n;
+
+/** Sort order of node ids (numeric, as etcd sorts its uint64 ids). */
+export function compareNodeIds(a: NodeId, b: NodeId): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
 
 export enum EntryType {
   Normal = 0,
@@ -46,6 +54,12 @@ export interface ConfState {
   learnersNext: NodeId[];
   /** Leave the joint configuration automatically once it is committed. */
   autoLeave: boolean;
+}
+
+/** etcd's raftpb.ConfState.String(), ids in hex as etcd's raft logs print them. */
+export function describeConfState(cs: ConfState): string {
+  const ids = (l: readonly NodeId[]) => `[${l.map((id) => id.toString(16)).join(" ")}]`;
+  return `Voters:${ids(cs.voters)} VotersOutgoing:${ids(cs.votersOutgoing)} Learners:${ids(cs.learners)} LearnersNext:${ids(cs.learnersNext)} AutoLeave:${cs.autoLeave}`;
 }
 
 export interface SnapshotMetadata {

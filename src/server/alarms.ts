@@ -8,6 +8,8 @@
 const SCHEMA =
   "CREATE TABLE IF NOT EXISTS alarms (member_id INTEGER NOT NULL, alarm INTEGER NOT NULL, PRIMARY KEY (member_id, alarm)) WITHOUT ROWID";
 import type { Backend } from "../backend/backend.js";
+import { compareNodeIds, type NodeId } from "../raft/types.js";
+import { idFromSqlite, idToSqlite } from "./member.js";
 import type { BatchTx, WriteStatement } from "../backend/batch_tx.js";
 
 export enum AlarmType {
@@ -23,14 +25,14 @@ export enum AlarmAction {
 }
 
 export interface AlarmMember {
-  memberID: number;
+  memberID: NodeId;
   alarm: AlarmType;
 }
 
 export class Alarms {
   private readonly active = new Map<string, AlarmMember>();
-  private insertStmt!: WriteStatement<[number, AlarmType]>;
-  private deleteStmt!: WriteStatement<[number, AlarmType]>;
+  private insertStmt!: WriteStatement<[bigint, AlarmType]>;
+  private deleteStmt!: WriteStatement<[bigint, AlarmType]>;
 
   constructor(backend: Backend) {
     backend.register({ name: "alarms", schema: SCHEMA, recover: (tx) => this.recover(tx) });
@@ -40,28 +42,29 @@ export class Alarms {
     this.insertStmt = tx.write("INSERT OR IGNORE INTO alarms (member_id, alarm) VALUES (?, ?)");
     this.deleteStmt = tx.write("DELETE FROM alarms WHERE member_id = ? AND alarm = ?");
     this.active.clear();
-    for (const row of tx.read<[], { member_id: number; alarm: number }>("SELECT member_id, alarm FROM alarms").all()) {
-      this.active.set(keyOf(row.member_id, row.alarm), { memberID: row.member_id, alarm: row.alarm });
+    for (const row of tx.read<[], { member_id: string; alarm: number }>("SELECT CAST(member_id AS TEXT) AS member_id, alarm FROM alarms").all()) {
+      const memberID = idFromSqlite(row.member_id);
+      this.active.set(keyOf(memberID, row.alarm), { memberID, alarm: row.alarm });
     }
   }
 
   /** Returns the alarm when it was newly raised. */
-  activate(memberID: number, alarm: AlarmType): AlarmMember | undefined {
+  activate(memberID: NodeId, alarm: AlarmType): AlarmMember | undefined {
     const k = keyOf(memberID, alarm);
     if (this.active.has(k)) return undefined;
     const a = { memberID, alarm };
     this.active.set(k, a);
-    this.insertStmt.run(memberID, alarm);
+    this.insertStmt.run(idToSqlite(memberID), alarm);
     return a;
   }
 
   /** Returns the alarm when it was active. */
-  deactivate(memberID: number, alarm: AlarmType): AlarmMember | undefined {
+  deactivate(memberID: NodeId, alarm: AlarmType): AlarmMember | undefined {
     const k = keyOf(memberID, alarm);
     const a = this.active.get(k);
     if (a === undefined) return undefined;
     this.active.delete(k);
-    this.deleteStmt.run(memberID, alarm);
+    this.deleteStmt.run(idToSqlite(memberID), alarm);
     return a;
   }
 
@@ -69,7 +72,7 @@ export class Alarms {
   list(type: AlarmType = AlarmType.NONE): AlarmMember[] {
     return [...this.active.values()]
       .filter((a) => type === AlarmType.NONE || a.alarm === type)
-      .sort((x, y) => x.memberID - y.memberID || x.alarm - y.alarm);
+      .sort((x, y) => compareNodeIds(x.memberID, y.memberID) || x.alarm - y.alarm);
   }
 
   has(type: AlarmType): boolean {
@@ -78,6 +81,6 @@ export class Alarms {
   }
 }
 
-function keyOf(memberID: number, alarm: number): string {
+function keyOf(memberID: NodeId, alarm: number): string {
   return `${memberID}/${alarm}`;
 }

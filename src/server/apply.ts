@@ -39,7 +39,7 @@ export interface ApplierOptions {
   tokens: TokenProvider;
   logger: Logger;
   /** The bootstrap members by id: conf changes of the initial cluster carry no member record. */
-  initialMembers: ReadonlyMap<number, Member>;
+  initialMembers: ReadonlyMap<NodeId, Member>;
   /** raft's ApplyConfChange; must run for every conf-change entry, replayed ones included. */
   applyConfChange(cc: ConfChangeV2): ConfState;
   /** The membership changed (peers to add to or remove from the transport). */

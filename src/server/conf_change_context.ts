@@ -16,7 +16,8 @@ export interface ConfChangeContext {
 
 interface Wire {
   requestId: number;
-  member: { id: number; name: string; peerUrls: string[]; clientUrls: string[]; isLearner: boolean };
+  /** The member id as decimal text (exact over 64 bits); entries written before ids were exact hold a number. */
+  member: { id: string | number; name: string; peerUrls: string[]; clientUrls: string[]; isLearner: boolean };
   isPromote: boolean;
 }
 
@@ -24,7 +25,7 @@ export function encodeConfChangeContext(c: ConfChangeContext): Uint8Array {
   const m = c.member;
   const wire: Wire = {
     requestId: c.requestId,
-    member: { id: m.id, name: m.name, peerUrls: [...m.peerUrls], clientUrls: [...m.clientUrls], isLearner: m.isLearner },
+    member: { id: m.id.toString(), name: m.name, peerUrls: [...m.peerUrls], clientUrls: [...m.clientUrls], isLearner: m.isLearner },
     isPromote: c.isPromote,
   };
   return Buffer.from(JSON.stringify(wire), "utf8");
@@ -35,12 +36,18 @@ export function decodeConfChangeContext(data: Uint8Array): ConfChangeContext | u
   if (data.length === 0) return undefined;
   const o = JSON.parse(Buffer.from(data).toString("utf8")) as Partial<Wire>;
   const m = o.member;
-  if (m === undefined || typeof m.id !== "number" || !Array.isArray(m.peerUrls) || typeof o.requestId !== "number") {
+  if (m === undefined || !isWireId(m.id) || !Array.isArray(m.peerUrls) || typeof o.requestId !== "number") {
     throw new Error("apply: malformed member record in conf change context");
   }
   return {
     requestId: o.requestId,
-    member: { id: m.id, name: m.name ?? "", peerUrls: m.peerUrls, clientUrls: m.clientUrls ?? [], isLearner: m.isLearner ?? false },
+    member: { id: BigInt(m.id), name: m.name ?? "", peerUrls: m.peerUrls, clientUrls: m.clientUrls ?? [], isLearner: m.isLearner ?? false },
     isPromote: o.isPromote ?? false,
   };
+}
+
+/** A decimal uint64 string, or (data written before ids were exact) a safe non-negative integer. */
+function isWireId(id: unknown): id is string | number {
+  if (typeof id === "number") return Number.isSafeInteger(id) && id >= 0;
+  return typeof id === "string" && /^[0-9]{1,20}$/.test(id) && BigInt(id) < 2n ** 64n;
 }

@@ -18,7 +18,7 @@ const RAFT_STATE_NAMES: Record<StateType, string> = {
 };
 
 /** etcd formats ids with %x: no padding, "0" for none. */
-function hex(id: number): string {
+function hex(id: bigint): string {
   return id.toString(16);
 }
 

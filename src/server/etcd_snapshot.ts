@@ -19,6 +19,7 @@ import { decodeRole, decodeUser, streamEtcdSnapshot } from "../etcd_format/index
 import { META_CONSISTENT_INDEX } from "../mvcc/kvstore.js";
 import { META_FINISHED_COMPACT, META_SCHEDULED_COMPACT } from "../mvcc/kvstore_compaction.js";
 import { revMain, revSub } from "../mvcc/revision.js";
+import { idFromSqlite } from "./member.js";
 import { decodeMember } from "./membership.js";
 
 /** Rows per page read from a table (a page is the most of a table held in memory at once). */
@@ -105,21 +106,21 @@ function metaRevision(db: Database, name: string): number | undefined {
 /** The backend as etcd's buckets, read through `db` (a connection inside a read transaction). */
 export function etcdBackendContent(db: Database): EtcdBackendContent {
   const members: EtcdMember[] = db
-    .prepare<[], { id: number; value: Buffer }>("SELECT id, value FROM members ORDER BY id")
+    .prepare<[], { id: string; value: Buffer }>("SELECT CAST(id AS TEXT) AS id, value FROM members ORDER BY id")
     .all()
     .map((row) => {
-      const m = decodeMember(row.id, row.value);
-      return { id: BigInt(m.id), name: m.name, peerURLs: m.peerUrls, clientURLs: m.clientUrls, isLearner: m.isLearner };
+      const m = decodeMember(idFromSqlite(row.id), row.value);
+      return { id: m.id, name: m.name, peerURLs: m.peerUrls, clientURLs: m.clientUrls, isLearner: m.isLearner };
     });
   const removedMemberIds = db
-    .prepare<[], number>("SELECT id FROM members_removed ORDER BY id")
+    .prepare<[], string>("SELECT CAST(id AS TEXT) FROM members_removed ORDER BY id")
     .pluck()
     .all()
-    .map((id) => BigInt(id));
+    .map(idFromSqlite);
   const alarms: EtcdAlarm[] = db
-    .prepare<[], { member_id: number; alarm: number }>("SELECT member_id, alarm FROM alarms")
+    .prepare<[], { member_id: string; alarm: number }>("SELECT CAST(member_id AS TEXT) AS member_id, alarm FROM alarms")
     .all()
-    .map((a) => ({ memberId: BigInt(a.member_id), alarm: a.alarm }));
+    .map((a) => ({ memberId: idFromSqlite(a.member_id), alarm: a.alarm }));
   const scheduledCompactRevision = metaRevision(db, META_SCHEDULED_COMPACT);
   const finishedCompactRevision = metaRevision(db, META_FINISHED_COMPACT);
   return {

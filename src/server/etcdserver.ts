@@ -89,7 +89,7 @@ export interface EtcdServerOptions {
 
 export class EtcdServer {
   readonly memberId: NodeId;
-  readonly clusterId: number;
+  readonly clusterId: NodeId;
   readonly config: ServerConfig;
   /** The one database every store below lives in; this server opens, commits and restores it. */
   readonly backend: Backend;

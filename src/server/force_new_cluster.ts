@@ -12,7 +12,8 @@
  * acknowledged write, keeping them loses none.
  */
 import { confChangeFromEntry, encodeConfChangeV1, encodeConfChangeV2 } from "../raft/index.js";
-import { ConfChangeTransition, ConfChangeType, EntryType, type Entry, type HardState, type NodeId } from "../raft/types.js";
+import { compareNodeIds, ConfChangeTransition, ConfChangeType, EntryType, type Entry, type HardState, type NodeId } from "../raft/types.js";
+import { encodeConfChangeContext } from "./conf_change_context.js";
 import type { Logger } from "./logger.js";
 import { formatId, type Member } from "./member.js";
 
@@ -64,14 +65,14 @@ export async function forceNewCluster(o: ForceNewClusterOptions): Promise<{ remo
   const ents: Entry[] = [];
   // A single-change entry is refused in a joint configuration: leave it first.
   if (joint) ents.push({ term, index: ++index, type: EntryType.ConfChangeV2, data: encodeConfChangeV2({ transition: ConfChangeTransition.Auto, changes: [], context: new Uint8Array(0) }) });
-  const removed = [...ids].filter((id) => id !== o.memberId).sort((a, b) => a - b);
+  const removed = [...ids].filter((id) => id !== o.memberId).sort(compareNodeIds);
   for (const id of removed) {
-    ents.push({ term, index: ++index, type: EntryType.ConfChange, data: encodeConfChangeV1({ id: 0, type: ConfChangeType.RemoveNode, nodeId: id, context: new Uint8Array(0) }) });
+    ents.push({ term, index: ++index, type: EntryType.ConfChange, data: encodeConfChangeV1({ id: 0n, type: ConfChangeType.RemoveNode, nodeId: id, context: new Uint8Array(0) }) });
   }
   if (!ids.has(o.memberId)) {
     if (o.self === undefined) throw new Error(`force-new-cluster: member ${formatId(o.memberId)} is not in its own log and has no member record`);
-    const context = new Uint8Array(Buffer.from(JSON.stringify(o.self)));
-    ents.push({ term, index: ++index, type: EntryType.ConfChange, data: encodeConfChangeV1({ id: 0, type: ConfChangeType.AddNode, nodeId: o.memberId, context }) });
+    const context = encodeConfChangeContext({ requestId: 0, member: o.self, isPromote: false });
+    ents.push({ term, index: ++index, type: EntryType.ConfChange, data: encodeConfChangeV1({ id: 0n, type: ConfChangeType.AddNode, nodeId: o.memberId, context }) });
   }
   o.logger.info(
     {

@@ -10,8 +10,8 @@ export class IdGenerator {
   private readonly prefix: number;
   private counter: number;
 
-  constructor(memberId: number, nowMs: number) {
-    this.prefix = (memberId % 0x10000) * COUNTER_SPAN;
+  constructor(memberId: bigint, nowMs: number) {
+    this.prefix = Number(memberId & 0xffffn) * COUNTER_SPAN;
     // Millisecond clock in the counter's upper bits: a restarted member starts past its old ids.
     this.counter = (nowMs * 256) % COUNTER_SPAN;
   }

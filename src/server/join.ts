@@ -18,7 +18,7 @@ import type { MembersInfo } from "./transport/protocol.js";
 
 export interface Identity {
   memberId: NodeId;
-  clusterId: number;
+  clusterId: NodeId;
   /** Members whose records bootstrap conf changes without a context fall back to. */
   members: readonly Member[];
 }

@@ -73,7 +73,7 @@ async function loadGrpc(): Promise<typeof grpcTypes> {
 }
 
 export class LeaderClient {
-  private leader: NodeId = 0;
+  private leader: NodeId = 0n;
   private client: LeaseClient | undefined;
   private stream: grpcTypes.ClientDuplexStream<LeaseKeepAliveRequestInit, LeaseKeepAliveResponse> | undefined;
   private readonly pending: Array<{ resolve(ttl: number): void; reject(e: Error): void }> = [];
@@ -112,7 +112,7 @@ export class LeaderClient {
   }
 
   /** etcd's PromoteMember forwarded to the leader (only it knows whether the learner is in sync). */
-  async memberPromote(leader: NodeId, url: string, id: number): Promise<MemberPromoteResponse> {
+  async memberPromote(leader: NodeId, url: string, id: NodeId): Promise<MemberPromoteResponse> {
     const client = await this.clientFor(leader, url);
     const grpc = await loadGrpc();
     return new Promise((resolve, reject) => {

@@ -26,7 +26,8 @@ export function capnslogTime(d: Date): string {
 
 function fieldText(v: unknown): string {
   if (typeof v === "string") return /[\s"=]/.test(v) || v === "" ? JSON.stringify(v) : v;
-  return JSON.stringify(v);
+  if (typeof v === "bigint") return v.toString(); // JSON.stringify throws on a bigint
+  return JSON.stringify(v, (_k, x: unknown) => (typeof x === "bigint" ? x.toString() : x));
 }
 
 /** One zap-shaped JSON record as a capnslog line (with its newline). */

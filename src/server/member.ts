@@ -1,22 +1,20 @@
 /**
- * Members and their ids, derived as etcd derives them (membership.NewMember / RaftCluster.genID):
+ * Members and their ids, derived as etcd 3.4 derives them (membership.NewMember / RaftCluster.genID):
  *
- *   member id  = first 8 bytes of sha1(sorted peer URLs joined with "" + cluster token [+ unix seconds])
- *   cluster id = first 8 bytes of sha1(the sorted member ids as 8-byte big-endian words)
+ *   member id  = first 8 bytes, big-endian, of sha1(sorted peer URLs joined with "" + cluster token [+ unix seconds])
+ *   cluster id = first 8 bytes, big-endian, of sha1(the sorted member ids as 8-byte big-endian words)
  *
- * etcd uses the full 64 bits. etcetera keeps only the low 52 bits of each (the first three hex
- * digits become 0) so that every id is an exact JavaScript number (< 2^52 ≤ MAX_SAFE_INTEGER) and
- * still a valid uint64 on the wire. The low 13 hex digits are the same as etcd's: the member etcd
- * calls 8e9e05c52164694d is 000e05c52164694d here (`formatId` always prints 16 digits).
+ * All 64 bits, as bigints (the raft core's NodeId): the same --initial-cluster and
+ * --initial-cluster-token give the same ids as etcd (8e9e05c52164694d), printed as 16 hex digits.
+ * Data dirs written before ids were exact hold ids below 2^52 (the low 52 bits of etcd's); they
+ * are read back as they were written (the WAL's metadata names the member), so they still start.
  * Ids are deterministic: the same URLs and token give the same ids on every member and restart.
  */
 import { createHash } from "node:crypto";
-import type { NodeId } from "../raft/types.js";
+import { compareNodeIds, type NodeId } from "../raft/types.js";
 import type { InitialMember, ServerConfig } from "./config.js";
 
-/** Ids are kept below 2^52. */
-export const ID_BITS = 52;
-const ID_MASK_HIGH = 2 ** (ID_BITS - 32) - 1; // mask of the high 32-bit word
+const UINT64_MAX = 2n ** 64n - 1n;
 
 /** etcd's membership.Member, as the Cluster API reports it. */
 export interface Member {
@@ -30,20 +28,16 @@ export interface Member {
 
 /** The bootstrap view of the cluster built from --initial-cluster. */
 export interface InitialClusterInfo {
-  readonly clusterId: number;
+  readonly clusterId: NodeId;
   /** In --initial-cluster order. */
   readonly members: readonly Member[];
   /** This member (the one named by --name). */
   readonly local: Member;
 }
 
-/** The low 52 bits of the first 8 bytes of `digest`, never 0 (0 is raft's NONE). */
-function idFromDigest(digest: Buffer): number {
-  const high = digest.readUInt32BE(0) & ID_MASK_HIGH;
-  const low = digest.readUInt32BE(4);
-  const id = high * 2 ** 32 + low;
-  // A zero id has probability 2^-52; mapping it to 1 keeps the function total and deterministic.
-  return id === 0 ? 1 : id;
+/** The first 8 bytes of `digest` as a big-endian uint64, as etcd's binary.BigEndian.Uint64. */
+function idFromDigest(digest: Buffer): NodeId {
+  return digest.readBigUInt64BE(0);
 }
 
 /**
@@ -58,35 +52,34 @@ export function computeMemberId(peerUrls: readonly string[], clusterToken: strin
   hash.update(clusterToken);
   if (nowSeconds !== undefined) {
     if (!Number.isSafeInteger(nowSeconds) || nowSeconds < 0) throw new Error(`invalid time ${nowSeconds}`);
-    const time = Buffer.alloc(8);
-    time.writeBigUInt64BE(BigInt(nowSeconds));
-    hash.update(time);
+    // etcd appends fmt.Sprintf("%d", now.Unix()): the decimal text, not the binary word.
+    hash.update(String(nowSeconds));
   }
   return idFromDigest(hash.digest());
 }
 
 /** The cluster id of a cluster with these members (order does not matter). */
-export function computeClusterId(memberIds: readonly NodeId[]): number {
+export function computeClusterId(memberIds: readonly NodeId[]): NodeId {
   if (memberIds.length === 0) throw new Error("a cluster needs at least one member");
-  const sorted = [...memberIds].sort((a, b) => a - b);
+  const sorted = [...memberIds].sort(compareNodeIds);
   const words = Buffer.alloc(8 * sorted.length);
   sorted.forEach((id, i) => writeId(words, 8 * i, id));
   return idFromDigest(createHash("sha1").update(words).digest());
 }
 
 /** Writes an id as a big-endian uint64. */
-export function writeId(buf: Buffer, offset: number, id: number): void {
+export function writeId(buf: Buffer, offset: number, id: NodeId): void {
   assertId(id);
-  buf.writeUInt32BE(Math.floor(id / 2 ** 32), offset);
-  buf.writeUInt32BE(id >>> 0, offset + 4);
+  buf.writeBigUInt64BE(id, offset);
 }
 
-export function assertId(id: number): void {
-  if (!Number.isSafeInteger(id) || id < 0 || id >= 2 ** ID_BITS) throw new Error(`invalid member id ${id}`);
+/** An id is a uint64 (0 is raft's NONE: valid on the wire, never a member). */
+export function assertId(id: NodeId): void {
+  if (typeof id !== "bigint" || id < 0n || id > UINT64_MAX) throw new Error(`invalid member id ${String(id)}`);
 }
 
-/** etcd's types.ID.String(): 16 lower-case hex digits ("000e05c52164694d"). */
-export function formatId(id: number): string {
+/** etcd's types.ID.String(): 16 lower-case hex digits ("8e9e05c52164694d"), in logs, metrics labels and errors. */
+export function formatId(id: NodeId): string {
   assertId(id);
   return id.toString(16).padStart(16, "0");
 }
@@ -94,11 +87,21 @@ export function formatId(id: number): string {
 /** Parses a hex member id as etcdctl prints it (with or without leading zeros). */
 export function parseId(hex: string): NodeId {
   if (!/^[0-9a-fA-F]{1,16}$/.test(hex)) throw new Error(`invalid member id "${hex}"`);
-  const id = parseInt(hex, 16);
-  if (!Number.isSafeInteger(id) || id >= 2 ** ID_BITS) {
-    throw new Error(`member id ${hex} is out of range: etcetera ids are below 2^${ID_BITS}`);
-  }
-  return id;
+  return BigInt("0x" + hex);
+}
+
+/**
+ * An id as SQLite stores it: a signed 64-bit INTEGER holding the uint64's bits (ids of 2^63 and
+ * above are negative there). Rows written before ids were exact hold the same value as ever.
+ */
+export function idToSqlite(id: NodeId): bigint {
+  assertId(id);
+  return BigInt.asIntN(64, id);
+}
+
+/** The id of a row read with `CAST(id AS TEXT)` (exact: a JavaScript number would round it). */
+export function idFromSqlite(text: string): NodeId {
+  return BigInt.asUintN(64, BigInt(text));
 }
 
 /** Members and cluster id for bootstrapping from --initial-cluster and --initial-cluster-token. */

@@ -16,29 +16,30 @@ export const MAX_LEARNERS = 1;
 import type { Backend } from "../backend/backend.js";
 import type { BatchTx, WriteStatement } from "../backend/batch_tx.js";
 import type { NodeId } from "../raft/types.js";
-import { ConfChangeType } from "../raft/types.js";
+import { compareNodeIds, ConfChangeType } from "../raft/types.js";
 import type { ConfChangeContext } from "./conf_change_context.js";
 import { Errors } from "./errors.js";
 import type { EtcdError } from "./errors.js";
-import type { Member } from "./member.js";
+import { formatId, idFromSqlite, idToSqlite, type Member } from "./member.js";
 
 interface MemberRow {
-  id: number;
+  /** CAST(id AS TEXT): exact (idFromSqlite). */
+  id: string;
   value: Buffer;
 }
 
 export class Membership {
   private readonly members = new Map<NodeId, Member>();
   private readonly removed = new Set<NodeId>();
-  private upsertStmt!: WriteStatement<[number, Buffer]>;
-  private deleteStmt!: WriteStatement<[number]>;
-  private removedStmt!: WriteStatement<[number]>;
+  private upsertStmt!: WriteStatement<[bigint, Buffer]>;
+  private deleteStmt!: WriteStatement<[bigint]>;
+  private removedStmt!: WriteStatement<[bigint]>;
   private refusedStmt!: WriteStatement<[number]>;
   private readonly refused = new Set<number>();
 
   constructor(
     backend: Backend,
-    readonly clusterId: number,
+    readonly clusterId: NodeId,
   ) {
     backend.register({ name: "membership", schema: SCHEMA, recover: (tx) => this.recover(tx) });
   }
@@ -54,11 +55,12 @@ export class Membership {
     for (const row of tx.read<[], { raft_index: number }>("SELECT raft_index FROM conf_changes_refused").all()) {
       this.refused.add(row.raft_index);
     }
-    for (const row of tx.read<[], MemberRow>("SELECT id, value FROM members").all()) {
-      this.members.set(row.id, decodeMember(row.id, row.value));
+    for (const row of tx.read<[], MemberRow>("SELECT CAST(id AS TEXT) AS id, value FROM members").all()) {
+      const id = idFromSqlite(row.id);
+      this.members.set(id, decodeMember(id, row.value));
     }
-    for (const row of tx.read<[], { id: number }>("SELECT id FROM members_removed").all()) {
-      this.removed.add(row.id);
+    for (const row of tx.read<[], { id: string }>("SELECT CAST(id AS TEXT) AS id FROM members_removed").all()) {
+      this.removed.add(idFromSqlite(row.id));
     }
   }
 
@@ -67,7 +69,7 @@ export class Membership {
   }
 
   list(): Member[] {
-    return [...this.members.values()].sort((a, b) => a.id - b.id);
+    return [...this.members.values()].sort((a, b) => compareNodeIds(a.id, b.id));
   }
 
   get(id: NodeId): Member | undefined {
@@ -162,16 +164,16 @@ export class Membership {
 
   /** Adds or replaces a member (a conf change being applied, or bootstrap). */
   add(m: Member): void {
-    if (this.removed.has(m.id)) throw new Error(`membership: member ${m.id} was removed and cannot be re-added`);
+    if (this.removed.has(m.id)) throw new Error(`membership: member ${formatId(m.id)} was removed and cannot be re-added`);
     this.members.set(m.id, m);
-    this.upsertStmt.run(m.id, encodeMember(m));
+    this.upsertStmt.run(idToSqlite(m.id), encodeMember(m));
   }
 
   remove(id: NodeId): void {
     this.members.delete(id);
     this.removed.add(id);
-    this.deleteStmt.run(id);
-    this.removedStmt.run(id);
+    this.deleteStmt.run(idToSqlite(id));
+    this.removedStmt.run(idToSqlite(id));
   }
 
   /** A started member's published name and client URLs (etcd's ClusterMemberAttrSet). */
@@ -200,7 +202,7 @@ function encodeMember(m: Member): Buffer {
   );
 }
 
-export function decodeMember(id: number, value: Buffer): Member {
+export function decodeMember(id: NodeId, value: Buffer): Member {
   const o = JSON.parse(value.toString()) as {
     name: string;
     peerUrls: string[];

@@ -3,13 +3,14 @@
  * through raft until that entry applies; only then does it serve clients (ReadyNotify). Retries
  * every min(500 ms, 2 heartbeats) while there is no leader or the proposal fails.
  */
+import type { NodeId } from "../raft/types.js";
 import type { Logger } from "./logger.js";
 import { formatId } from "./member.js";
 import type { ProposedRequest } from "./raft_request.js";
 
 export interface PublishOptions {
-  memberId: number;
-  clusterId: number;
+  memberId: NodeId;
+  clusterId: NodeId;
   name: string;
   clientUrls: readonly string[];
   heartbeatMs: number;

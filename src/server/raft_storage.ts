@@ -5,6 +5,7 @@
  * memory (WalStorage); older ones are read back from the WAL when a slow follower needs them, so
  * memory does not grow with --snapshot-count.
  */
+import type { NodeId } from "../raft/types.js";
 import { mkdirSync } from "node:fs";
 import type { Registry } from "prom-client";
 import type { ConfState, Entry, HardState, Snapshot } from "../raft/types.js";
@@ -14,8 +15,8 @@ import type { Logger } from "./logger.js";
 export interface RaftStorageOptions {
   walDir: string;
   snapDir: string;
-  memberId: number;
-  clusterId: number;
+  memberId: NodeId;
+  clusterId: NodeId;
   maxWals: number;
   maxSnapshots: number;
   /** Entries kept in the raft log behind a snapshot, for slow followers (etcd's SnapshotCatchUpEntries). */

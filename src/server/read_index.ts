@@ -8,6 +8,7 @@
  * ReadIndex without a leader or before the leader committed in its term) and fails with "request
  * timed out" after the request timeout.
  */
+import type { NodeId } from "../raft/types.js";
 import { ProposalDroppedError } from "../raft/index.js";
 import type { ReadState } from "../raft/types.js";
 import { Errors } from "./errors.js";
@@ -19,7 +20,7 @@ export const READ_INDEX_RETRY_MS = 500;
 
 export interface ReadIndexOptions {
   /** Prefixes every round's context, so rounds of different members never match. */
-  memberId: number;
+  memberId: NodeId;
   requestTimeoutMs: number;
   /** raft's ReadIndex; throws ProposalDroppedError when raft cannot take it now (no leader). */
   readIndex(ctx: Uint8Array): void;
@@ -93,7 +94,7 @@ export class ReadIndex {
     this.pending = [];
     const ctx = Buffer.alloc(8);
     ctx.writeUInt32BE(this.seq++ >>> 0, 4);
-    ctx.writeUInt32BE(this.o.memberId % 0x100000000, 0);
+    ctx.writeUInt32BE(Number(this.o.memberId & 0xffffffffn), 0);
     const round: Round = {
       ctxKey: ctx.toString("hex"),
       waiters,

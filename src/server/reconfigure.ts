@@ -6,13 +6,13 @@
  * after it, once applied on this member.
  */
 import { performance } from "node:perf_hooks";
-import { ConfChangeTransition, ConfChangeType, type ConfChangeV2, type NodeId } from "../raft/types.js";
+import { ConfChangeTransition, ConfChangeType, type ConfChangeV2, type NodeId, NONE } from "../raft/types.js";
 import type { ProgressStatus } from "../raft/index.js";
 import type { ApplyOutcome } from "./apply.js";
 import { encodeConfChangeContext } from "./conf_change_context.js";
 import { Errors } from "./errors.js";
 import type { Logger } from "./logger.js";
-import { computeMemberId, formatId, ID_BITS, type Member } from "./member.js";
+import { computeMemberId, formatId, type Member } from "./member.js";
 import type { Membership } from "./membership.js";
 import { peerUrlToAddress } from "./transport/url.js";
 
@@ -169,9 +169,9 @@ export function checkPeerUrls(urls: readonly string[]): void {
   }
 }
 
-/** An id no member can have (0, or past etcetera's 52-bit ids) names no member: etcd's answer for an unknown one. */
+/** Id 0 names no member: etcd's answer for an unknown one. */
 function requireMemberId(id: NodeId): void {
-  if (!Number.isSafeInteger(id) || id <= 0 || id >= 2 ** ID_BITS) throw Errors.memberNotFound();
+  if (id === NONE) throw Errors.memberNotFound();
 }
 
 /** The record of a member the membership does not know (the change is refused where applied). */

@@ -14,6 +14,7 @@
  * - recoverAtStart: a crash between staging and installing leaves the backend behind the WAL's
  *   snapshot: the staged image is installed before the log is replayed.
  */
+import type { NodeId } from "../raft/types.js";
 import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync, rmSync } from "node:fs";
 import { type FileHandle, open, rename, rm } from "node:fs/promises";
@@ -131,7 +132,7 @@ export class Snapshots {
    * write asynchronous; the transport waits for one before reading the next), fsynced once
    * whole. The MsgSnap handed to raft then carries the reception's id, not the data.
    */
-  async receive(from: number, m: Message, totalBytes: number): Promise<SnapshotSink> {
+  async receive(from: NodeId, m: Message, totalBytes: number): Promise<SnapshotSink> {
     const id = randomBytes(12).toString("hex");
     const path = join(this.o.snapDir, `${INCOMING}${id}${TEMP_SUFFIX}`);
     const startMs = performance.now();

@@ -39,7 +39,7 @@ const AUTHENTICATE_ATTEMPTS_MAX = 16;
 
 export interface V3ApiOptions {
   memberId: NodeId;
-  clusterId: number;
+  clusterId: NodeId;
   limits: RequestLimits;
   raft: Pick<RaftLoop, "leader" | "isLeader" | "raftTerm" | "committed" | "applied" | "isLearner" | "moveLeader">;
   propose(req: ProposedRequest, signal?: AbortSignal): Promise<ApplyOutcome>;
@@ -63,7 +63,7 @@ export interface V3ApiOptions {
 
 export class V3Api implements V3Server {
   readonly memberId: NodeId;
-  readonly clusterId: number;
+  readonly clusterId: NodeId;
   readonly limits: RequestLimits;
 
   /**

@@ -87,7 +87,7 @@ export type AuthChangeRequest = Pick<
 
 export interface V3Server {
   readonly memberId: NodeId;
-  readonly clusterId: number;
+  readonly clusterId: NodeId;
   readonly limits: RequestLimits;
   /** The current raft term and store revision, for response headers. */
   raftTerm(): number;

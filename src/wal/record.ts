@@ -25,7 +25,7 @@
  *   CrcReset   previous chain value u32 (first record of every segment)        4 bytes
  */
 import { crc32 } from "node:zlib";
-import type { ConfState, Entry, EntryType, HardState } from "../raft/types.js";
+import type { ConfState, Entry, EntryType, HardState, NodeId } from "../raft/types.js";
 import { assert } from "./errors.js";
 
 export enum RecordType {
@@ -48,8 +48,8 @@ export interface SnapshotMarker {
 }
 
 export interface WalMetadata {
-  memberId: number;
-  clusterId: number;
+  memberId: NodeId;
+  clusterId: NodeId;
 }
 
 const TWO_32 = 0x1_0000_0000;
@@ -58,6 +58,16 @@ export function writeU64(buf: Buffer, off: number, n: number): void {
   assert(Number.isSafeInteger(n) && n >= 0, `u64 value must be a non-negative safe integer, got ${n}`);
   buf.writeUInt32LE(n % TWO_32, off);
   buf.writeUInt32LE(Math.floor(n / TWO_32), off + 4);
+}
+
+/** A uint64 id (member, cluster, raft node ids: all 64 bits are significant). */
+export function writeU64Id(buf: Buffer, off: number, id: NodeId): void {
+  assert(typeof id === "bigint" && id >= 0n && id < 2n ** 64n, `u64 id out of range: ${String(id)}`);
+  buf.writeBigUInt64LE(id, off);
+}
+
+export function readU64Id(buf: Buffer, off: number): NodeId {
+  return buf.readBigUInt64LE(off);
 }
 
 export function readU64(buf: Buffer, off: number): number {
@@ -118,27 +128,27 @@ export const HARD_STATE_PAYLOAD_BYTES = 24;
 
 export function writeHardStatePayload(buf: Buffer, off: number, hs: HardState): number {
   writeU64(buf, off, hs.term);
-  writeU64(buf, off + 8, hs.vote);
+  writeU64Id(buf, off + 8, hs.vote);
   writeU64(buf, off + 16, hs.commit);
   return HARD_STATE_PAYLOAD_BYTES;
 }
 
 export function readHardStatePayload(p: Buffer): HardState {
   if (p.length !== HARD_STATE_PAYLOAD_BYTES) throw new Error(`hard state payload of ${p.length} bytes, want 24`);
-  return { term: readU64(p, 0), vote: readU64(p, 8), commit: readU64(p, 16) };
+  return { term: readU64(p, 0), vote: readU64Id(p, 8), commit: readU64(p, 16) };
 }
 
 export const METADATA_PAYLOAD_BYTES = 16;
 
 export function writeMetadataPayload(buf: Buffer, off: number, m: WalMetadata): number {
-  writeU64(buf, off, m.memberId);
-  writeU64(buf, off + 8, m.clusterId);
+  writeU64Id(buf, off, m.memberId);
+  writeU64Id(buf, off + 8, m.clusterId);
   return METADATA_PAYLOAD_BYTES;
 }
 
 export function readMetadataPayload(p: Buffer): WalMetadata {
   if (p.length !== METADATA_PAYLOAD_BYTES) throw new Error(`metadata payload of ${p.length} bytes, want 16`);
-  return { memberId: readU64(p, 0), clusterId: readU64(p, 8) };
+  return { memberId: readU64Id(p, 0), clusterId: readU64Id(p, 8) };
 }
 
 export const CRC_RESET_PAYLOAD_BYTES = 4;
@@ -148,7 +158,7 @@ export function readCrcResetPayload(p: Buffer): number {
   return p.readUInt32LE(0);
 }
 
-function idListBytes(ids: readonly number[]): number {
+function idListBytes(ids: readonly NodeId[]): number {
   return 4 + 8 * ids.length;
 }
 
@@ -166,7 +176,7 @@ export function writeSnapshotPayload(buf: Buffer, off: number, s: SnapshotMarker
     buf.writeUInt32LE(ids.length, at);
     at += 4;
     for (const id of ids) {
-      writeU64(buf, at, id);
+      writeU64Id(buf, at, id);
       at += 8;
     }
   }
@@ -178,14 +188,14 @@ export function readSnapshotPayload(p: Buffer): SnapshotMarker {
   const autoLeave = p.readUInt8(16);
   if (autoLeave > 1) throw new Error(`bad autoLeave flag ${autoLeave}`);
   let at = 17;
-  const lists: number[][] = [];
+  const lists: NodeId[][] = [];
   for (let l = 0; l < 4; l++) {
     if (at + 4 > p.length) throw new Error("snapshot payload truncated");
     const n = p.readUInt32LE(at);
     at += 4;
     if (at + 8 * n > p.length) throw new Error("snapshot payload truncated");
-    const ids: number[] = [];
-    for (let i = 0; i < n; i++, at += 8) ids.push(readU64(p, at));
+    const ids: NodeId[] = [];
+    for (let i = 0; i < n; i++, at += 8) ids.push(readU64Id(p, at));
     lists.push(ids);
   }
   if (at !== p.length) throw new Error(`snapshot payload has ${p.length - at} trailing bytes`);

@@ -119,7 +119,7 @@ interface Replay {
 }
 
 function isEmptyHardState(hs: HardState): boolean {
-  return hs.term === 0 && hs.vote === 0 && hs.commit === 0;
+  return hs.term === 0 && hs.vote === 0n && hs.commit === 0;
 }
 
 function sameMetadata(a: WalMetadata, b: WalMetadata): boolean {

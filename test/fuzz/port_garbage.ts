@@ -71,9 +71,9 @@ export function peerGarbage(rng: Rng, kind: PeerGarbageKind): Buffer[] {
         encodeHello({
           version: rng.bool(0.8) ? PROTOCOL_VERSION : rng.between(2, 60_000),
           kind: rng.bool() ? ConnectionKind.Stream : ConnectionKind.Snapshot,
-          clusterId: rng.between(1, 2 ** 40),
-          from: rng.between(1, 2 ** 40),
-          to: rng.between(1, 2 ** 40),
+          clusterId: BigInt(rng.between(1, 2 ** 40)),
+          from: BigInt(rng.between(1, 2 ** 40)),
+          to: BigInt(rng.between(1, 2 ** 40)),
           clusterToken: `fuzz-${rng.int(1000)}`,
         }),
       ];

@@ -72,13 +72,13 @@ describe("protobuf JSON mapping", () => {
     const codec = codecs.message<object>("etcdserverpb.WatchResponse");
     const msg = codec.decode(
       codec.encode({
-        header: { clusterId: 2 ** 63, memberId: 1, revision: 0, raftTerm: 2 },
+        header: { clusterId: 2n ** 63n, memberId: 2n ** 64n - 1n, revision: 0, raftTerm: 2 },
         watchId: -1,
         events: [{ type: 1, kv: { key: Buffer.from("k"), modRevision: 4 } }],
       }),
     );
     expect(mapping.stringify("etcdserverpb.WatchResponse", msg)).toBe(
-      '{"header":{"cluster_id":"9223372036854775808","member_id":"1","raft_term":"2"},"watch_id":"-1","events":[{"type":"DELETE","kv":{"key":"aw==","mod_revision":"4"}}]}',
+      '{"header":{"cluster_id":"9223372036854775808","member_id":"18446744073709551615","raft_term":"2"},"watch_id":"-1","events":[{"type":"DELETE","kv":{"key":"aw==","mod_revision":"4"}}]}',
     );
   });
 

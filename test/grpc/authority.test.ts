@@ -243,7 +243,7 @@ describe("etcdctl --endpoints=http://127.0.0.1:PORT", () => {
   const calls: { method: string; peer: string; token?: string }[] = [];
   let port = 0;
   let endpoint = "";
-  const header = (revision: number) => ({ cluster_id: 0x1234, member_id: 0x42, revision, raft_term: 2 });
+  const header = (revision: number) => ({ cluster_id: 0x1234n, member_id: 0x42n, revision, raft_term: 2 });
   const kv = (key: string, value: string, revision: number) => ({ key: Buffer.from(key), value: Buffer.from(value), create_revision: revision, mod_revision: revision, version: 1, lease: 0 });
 
   beforeAll(async () => {
@@ -289,13 +289,13 @@ describe("etcdctl --endpoints=http://127.0.0.1:PORT", () => {
     server.addService("etcdserverpb.Cluster", {
       MemberList: (_req: object, ctx: CallContext) => {
         calls.push({ method: "MemberList", peer: ctx.peer });
-        return { header: header(1), members: [{ ID: 0x42, name: "m1", peerURLs: ["http://127.0.0.1:1"], clientURLs: [endpoint] }] };
+        return { header: header(1), members: [{ ID: 0x42n, name: "m1", peerURLs: ["http://127.0.0.1:1"], clientURLs: [endpoint] }] };
       },
     });
     server.addService("etcdserverpb.Maintenance", {
       Status: (_req: object, ctx: CallContext) => {
         calls.push({ method: "Status", peer: ctx.peer, token: ctx.metadata.get("token") });
-        return { header: header(12), version: "3.4.23", dbSize: 20480, leader: 0x42, raftIndex: 77, raftTerm: 2 };
+        return { header: header(12), version: "3.4.23", dbSize: 20480, leader: 0x42n, raftIndex: 77, raftTerm: 2 };
       },
       HashKV: (_req: object, ctx: CallContext) => {
         calls.push({ method: "HashKV", peer: ctx.peer });

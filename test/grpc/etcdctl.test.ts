@@ -38,7 +38,7 @@ function etcdctl(port: number, args: string[], timeoutMs = 15_000): Promise<Run>
   });
 }
 
-const header = (revision: number) => ({ cluster_id: 0x1234, member_id: 0x42, revision, raft_term: 2 });
+const header = (revision: number) => ({ cluster_id: 0x1234n, member_id: 0x42n, revision, raft_term: 2 });
 
 describe("etcdctl against the node:http2 server", () => {
   const server = new GrpcServer();
@@ -98,7 +98,7 @@ describe("etcdctl against the node:http2 server", () => {
       },
     });
     server.addService("etcdserverpb.Maintenance", {
-      Status: () => ({ header: header(12), version: "3.5.0", dbSize: 20480, leader: 0x42, raftIndex: 77, raftTerm: 2, raftAppliedIndex: 77, dbSizeInUse: 16384 }),
+      Status: () => ({ header: header(12), version: "3.5.0", dbSize: 20480, leader: 0x42n, raftIndex: 77, raftTerm: 2, raftAppliedIndex: 77, dbSizeInUse: 16384 }),
       Snapshot: async (_req: object, call: ServerWritable<object>) => {
         // etcd's snapshot stream ends with the sha256 of the database, which etcdctl checks.
         const blob = Buffer.alloc(64 * 1024, 1);

@@ -5,7 +5,7 @@ import { DEFAULT_MIN_LEASE_TTL_SEC, minLeaseTtlSec } from "../../src/lease/ttl.j
 
 describe("LeaseIdGenerator", () => {
   it("gives unique positive ids below 2^53, in order", () => {
-    const gen = new LeaseIdGenerator(0xabcdef, 1_700_000_000_123);
+    const gen = new LeaseIdGenerator(0xabcdefn, 1_700_000_000_123);
     let prev = 0;
     let outOfOrder = 0;
     for (let i = 0; i < 100_000; i++) {
@@ -18,19 +18,19 @@ describe("LeaseIdGenerator", () => {
   });
 
   it("members with different id bytes, and a restart 1 ms later, do not collide", () => {
-    const a = new LeaseIdGenerator(1, 5_000);
-    const b = new LeaseIdGenerator(2, 5_000);
+    const a = new LeaseIdGenerator(1n, 5_000);
+    const b = new LeaseIdGenerator(2n, 5_000);
     const idsA = new Set(Array.from({ length: 1000 }, () => a.next()));
     for (let i = 0; i < 1000; i++) expect(idsA.has(b.next())).toBe(false);
     // A restart one millisecond later starts 256 ids further: beyond the first 256 issued before.
-    const before = new LeaseIdGenerator(7, 10_000);
+    const before = new LeaseIdGenerator(7n, 10_000);
     const first256 = Array.from({ length: 256 }, () => before.next());
-    const after = new LeaseIdGenerator(7, 10_001);
+    const after = new LeaseIdGenerator(7n, 10_001);
     expect(after.next()).toBeGreaterThan(first256[255] ?? Infinity);
   });
 
   it("never returns 0, even when the suffix wraps with member byte 0", () => {
-    const gen = new LeaseIdGenerator(0, 2 ** 37 - 1);
+    const gen = new LeaseIdGenerator(0n, 2 ** 37 - 1);
     for (let i = 0; i < 300; i++) expect(gen.next()).not.toBe(0);
   });
 });

@@ -56,7 +56,7 @@ describe("grant", () => {
   });
 
   it("chooses unique positive ids below 2^53 that skip existing leases", () => {
-    f = fixture({ memberId: 0x1234_5678_9abc, idSeedMs: 1_700_000_000_000 });
+    f = fixture({ memberId: 0x1234_5678_9abcn, idSeedMs: 1_700_000_000_000 });
     const first = f.lessor.nextLeaseId();
     f.lessor.grant(first + 1, 10); // the next id the generator would pick is taken
     const second = f.lessor.nextLeaseId();

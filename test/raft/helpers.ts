@@ -81,7 +81,7 @@ export class Cluster {
       n.applied = new Map(JSON.parse(dec(snap.data)) as [number, string][]);
       n.confState = snap.metadata.confState;
     }
-    n.raw = new RawNode({ electionTick: 10, heartbeatTick: 1, random: prng(id), ...this.opts, id, storage: n.storage, applied: snap.metadata.index });
+    n.raw = new RawNode({ electionTick: 10, heartbeatTick: 1, random: prng(Number(id)), ...this.opts, id, storage: n.storage, applied: snap.metadata.index });
     n.appliedIndex = snap.metadata.index;
     for (const i of [...n.applied.keys()]) if (i > snap.metadata.index) n.applied.delete(i);
     // Re-apply the committed log (a restarted node sends nothing on its own).
@@ -99,7 +99,7 @@ export class Cluster {
   /** Add an empty node (joining, not bootstrapped). */
   addEmptyNode(id: NodeId, opts: Partial<Omit<RaftConfig, "id" | "storage">> = {}): TestNode {
     const storage = new MemoryStorage();
-    const raw = new RawNode({ electionTick: 10, heartbeatTick: 1, random: prng(id), ...opts, id, storage });
+    const raw = new RawNode({ electionTick: 10, heartbeatTick: 1, random: prng(Number(id)), ...opts, id, storage });
     const n: TestNode = { id, storage, raw, applied: new Map(), appliedIndex: 0, confState: undefined, readStates: [] };
     this.nodes.set(id, n);
     return n;

@@ -44,11 +44,11 @@ describe("MemoryStorage", () => {
   it("creates and applies snapshots, refusing out-of-date ones", () => {
     const s = new MemoryStorage();
     s.append([ent(1, 1), ent(2, 2), ent(3, 2)]);
-    const cs = { ...emptyConfState(), voters: [1, 2, 3] };
+    const cs = { ...emptyConfState(), voters: [1n, 2n, 3n] };
     const snap = s.createSnapshot(2, cs, Uint8Array.of(7));
     expect(snap.metadata).toEqual({ index: 2, term: 2, confState: cs });
     expect(() => s.createSnapshot(2, cs, Uint8Array.of(7))).toThrow(SnapOutOfDateError);
-    expect(s.initialState().confState.voters).toEqual([1, 2, 3]);
+    expect(s.initialState().confState.voters).toEqual([1n, 2n, 3n]);
     const t = new MemoryStorage();
     t.applySnapshot(snap);
     expect(t.firstIndex()).toBe(3);

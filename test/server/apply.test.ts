@@ -16,8 +16,8 @@ import { encodeRaftRequest, type ProposedRequest } from "../../src/server/raft_r
 import { memberStores } from "./stores.js";
 
 const b = (s: string) => Buffer.from(s);
-const M1: Member = { id: 0x11, name: "n1", peerUrls: ["http://127.0.0.1:1"], clientUrls: [], isLearner: false };
-const M2: Member = { id: 0x22, name: "n2", peerUrls: ["http://127.0.0.1:2"], clientUrls: [], isLearner: false };
+const M1: Member = { id: 0x11n, name: "n1", peerUrls: ["http://127.0.0.1:1"], clientUrls: [], isLearner: false };
+const M2: Member = { id: 0x22n, name: "n2", peerUrls: ["http://127.0.0.1:2"], clientUrls: [], isLearner: false };
 
 function setup() {
   const { kv, lessor, alarms, auth, tokens, membership } = memberStores();
@@ -102,9 +102,9 @@ describe("applier", () => {
   it("under NOSPACE refuses puts, put-carrying txns and lease grants, lets deletes through, until disarmed", () => {
     const { kv, alarms, apply } = setup();
     apply({ put: { key: b("a"), value: b("1") } });
-    const on = apply({ alarm: { action: AlarmAction.ACTIVATE, memberID: 0x11, alarm: AlarmType.NOSPACE } });
-    expect(on?.outcome.response).toEqual({ alarms: [{ memberID: 0x11, alarm: AlarmType.NOSPACE }] });
-    expect(apply({ alarm: { action: AlarmAction.ACTIVATE, memberID: 0x11, alarm: AlarmType.NOSPACE } })?.outcome.response).toEqual({ alarms: [] });
+    const on = apply({ alarm: { action: AlarmAction.ACTIVATE, memberID: 0x11n, alarm: AlarmType.NOSPACE } });
+    expect(on?.outcome.response).toEqual({ alarms: [{ memberID: 0x11n, alarm: AlarmType.NOSPACE }] });
+    expect(apply({ alarm: { action: AlarmAction.ACTIVATE, memberID: 0x11n, alarm: AlarmType.NOSPACE } })?.outcome.response).toEqual({ alarms: [] });
     const noSpace = "etcdserver: mvcc: database space exceeded";
     expect(apply({ put: { key: b("b"), value: b("2") } })?.outcome.error?.message).toBe(noSpace);
     const nestedPut = { success: [{ requestTxn: { success: [{ requestPut: { key: b("c"), value: b("3") } }] } }] };
@@ -114,7 +114,7 @@ describe("applier", () => {
     expect(readOnlyTxn?.outcome.error).toBeUndefined();
     expect(apply({ deleteRange: { key: b("a") } })?.outcome.error).toBeUndefined();
     expect(kv.range({ key: b("a"), rangeEnd: b("z") }).count).toBe(0);
-    apply({ alarm: { action: AlarmAction.DEACTIVATE, memberID: 0x11, alarm: AlarmType.NOSPACE } });
+    apply({ alarm: { action: AlarmAction.DEACTIVATE, memberID: 0x11n, alarm: AlarmType.NOSPACE } });
     expect(alarms.list()).toEqual([]);
     expect(apply({ put: { key: b("b"), value: b("2") } })?.outcome.error).toBeUndefined();
     expect(kv.consistentIndex()).toBe(10);
@@ -140,14 +140,14 @@ describe("applier", () => {
     expect(s.membershipChanges()).toBe(3);
     s.applier.apply(confChangeEntry(4, [{ type: ConfChangeType.RemoveNode, nodeId: M2.id }]));
     expect(s.membership.isRemoved(M2.id)).toBe(true);
-    expect(() => s.applier.apply(confChangeEntry(5, [{ type: ConfChangeType.AddNode, nodeId: 0x33 }]))).toThrow(/no member record/);
+    expect(() => s.applier.apply(confChangeEntry(5, [{ type: ConfChangeType.AddNode, nodeId: 0x33n }]))).toThrow(/no member record/);
   });
 
   it("a conf change the membership refuses never reaches raft, not even when replayed, and its proposer gets etcd's error", () => {
     const s = setup();
     s.applier.apply(confChangeEntry(1, [{ type: ConfChangeType.AddNode, nodeId: M1.id }]));
-    const unknown = encodeConfChangeContext({ requestId: 9, member: { ...M2, id: 0x44 }, isPromote: false });
-    const removeUnknown = confChangeEntry(2, [{ type: ConfChangeType.RemoveNode, nodeId: 0x44 }], unknown);
+    const unknown = encodeConfChangeContext({ requestId: 9, member: { ...M2, id: 0x44n }, isPromote: false });
+    const removeUnknown = confChangeEntry(2, [{ type: ConfChangeType.RemoveNode, nodeId: 0x44n }], unknown);
     expect(s.applier.apply(removeUnknown)?.outcome.error?.message).toBe("etcdserver: member not found");
     const samePeer = encodeConfChangeContext({ requestId: 10, member: { ...M2, peerUrls: M1.peerUrls }, isPromote: false });
     expect(s.applier.apply(confChangeEntry(3, [{ type: ConfChangeType.AddNode, nodeId: M2.id }], samePeer))?.outcome.error?.message).toBe(

@@ -10,10 +10,10 @@ import { CorruptionCheck } from "../../src/server/corrupt/corruption.js";
 import type { PeerHashKv } from "../../src/server/corrupt/peer_hashkv.js";
 import { silentLogger } from "../../src/server/logger.js";
 
-const SELF = 0xaa;
+const SELF = 0xaan;
 
 function check(local: HashKvResult[], peers: PeerHashKv[]) {
-  const alarms: Array<{ memberID: number; action: AlarmAction; alarm: AlarmType }> = [];
+  const alarms: Array<{ memberID: bigint; action: AlarmAction; alarm: AlarmType }> = [];
   const asked: number[] = [];
   let call = 0;
   const c = new CorruptionCheck({
@@ -37,38 +37,38 @@ function check(local: HashKvResult[], peers: PeerHashKv[]) {
 }
 
 const at = (hash: number, revision = 10, compactRevision = 0): HashKvResult => ({ hash, revision, compactRevision });
-const peer = (id: number, hash: number, revision = 10, compactRevision = 0): PeerHashKv => ({ id, resp: { memberId: id, hash, revision, compactRevision } });
+const peer = (id: bigint, hash: number, revision = 10, compactRevision = 0): PeerHashKv => ({ id, resp: { memberId: id, hash, revision, compactRevision } });
 
 describe("initial corruption check", () => {
   it("passes when every answering peer has the same hash; asks at the local revision", async () => {
-    const { c, asked } = check([at(1, 42)], [peer(2, 1, 50), { id: 3, err: "connection refused" }]);
+    const { c, asked } = check([at(1, 42)], [peer(2n, 1, 50), { id: 3n, err: "connection refused" }]);
     await c.initialCheck();
     expect(asked).toEqual([42]);
   });
 
   it("refuses on another hash at the same compact revision, with etcd's message", async () => {
-    const { c } = check([at(1)], [peer(2, 1), peer(0xbb, 7)]);
+    const { c } = check([at(1)], [peer(2n, 1), peer(0xbbn, 7)]);
     await expect(c.initialCheck()).rejects.toThrow("00000000000000aa found data inconsistency with peers");
   });
 
   it("another hash at another compact revision is only a warning", async () => {
-    const { c } = check([at(1, 10, 0)], [peer(2, 7, 10, 5)]);
+    const { c } = check([at(1, 10, 0)], [peer(2n, 7, 10, 5)]);
     await c.initialCheck();
   });
 });
 
 describe("periodic corruption check (leader)", () => {
   it("a follower with another hash at the same compact revision gets the CORRUPT alarm", async () => {
-    const { c, alarms } = check([at(1)], [peer(2, 1), peer(3, 9)]);
-    expect(await c.checkHashKV()).toEqual([3]);
-    expect(alarms).toEqual([{ memberID: 3, action: AlarmAction.ACTIVATE, alarm: AlarmType.CORRUPT }]);
+    const { c, alarms } = check([at(1)], [peer(2n, 1), peer(3n, 9)]);
+    expect(await c.checkHashKV()).toEqual([3n]);
+    expect(alarms).toEqual([{ memberID: 3n, action: AlarmAction.ACTIVATE, alarm: AlarmType.CORRUPT }]);
   });
 
   it("a follower ahead of the leader (revision or compact revision) is alarmed; one alarm a pass", async () => {
-    expect((await check([at(1, 10, 2)], [peer(2, 1, 11, 2)]).c.checkHashKV())).toEqual([2]);
-    expect((await check([at(1, 10, 2)], [peer(2, 1, 10, 3)]).c.checkHashKV())).toEqual([2]);
-    const both = check([at(1)], [peer(2, 5), peer(3, 6)]);
-    expect(await both.c.checkHashKV()).toEqual([2]);
+    expect((await check([at(1, 10, 2)], [peer(2n, 1, 11, 2)]).c.checkHashKV())).toEqual([2n]);
+    expect((await check([at(1, 10, 2)], [peer(2n, 1, 10, 3)]).c.checkHashKV())).toEqual([2n]);
+    const both = check([at(1)], [peer(2n, 5), peer(3n, 6)]);
+    expect(await both.c.checkHashKV()).toEqual([2n]);
     expect(both.alarms).toHaveLength(1);
   });
 
@@ -79,6 +79,6 @@ describe("periodic corruption check (leader)", () => {
   });
 
   it("agreeing members, or a follower behind at an older compact revision, raise nothing", async () => {
-    expect(await check([at(1, 10, 4)], [peer(2, 1, 10, 4), peer(3, 77, 8, 2)]).c.checkHashKV()).toEqual([]);
+    expect(await check([at(1, 10, 4)], [peer(2n, 1, 10, 4), peer(3n, 77, 8, 2)]).c.checkHashKV()).toEqual([]);
   });
 });

@@ -17,7 +17,7 @@ import { memberStores } from "./stores.js";
 describe("client snapshot in etcd's format", () => {
   it("is the backend at the call, whatever is written while it streams", async () => {
     const { backend, kv, lessor, membership } = memberStores();
-    membership.add({ id: 0x1234, name: "n1", peerUrls: ["http://127.0.0.1:2380"], clientUrls: ["http://127.0.0.1:2379"], isLearner: false });
+    membership.add({ id: 0x1234n, name: "n1", peerUrls: ["http://127.0.0.1:2380"], clientUrls: ["http://127.0.0.1:2379"], isLearner: false });
     lessor.grant(0x77, 60);
     const value = Buffer.alloc(300, 0x61);
     const KEYS = 3000;

@@ -10,7 +10,7 @@ import { silentLogger } from "../../src/server/logger.js";
 function setup(over: Partial<HealthSource> = {}) {
   const counts = { ok: 0, failed: 0 };
   const counters = { healthSuccess: { inc: () => counts.ok++ }, healthFailures: { inc: () => counts.failed++ } };
-  const src: HealthSource = { alarms: () => [], leader: () => 7, linearizableRead: () => Promise.resolve(), ...over };
+  const src: HealthSource = { alarms: () => [], leader: () => 7n, linearizableRead: () => Promise.resolve(), ...over };
   return { counts, run: (timeoutMs = 50) => checkHealth(src, counters, silentLogger(), timeoutMs) };
 }
 
@@ -23,12 +23,12 @@ describe("health check", () => {
 
   it("is unhealthy with an alarm (before looking at the leader), without a leader, or when the read fails or is late", async () => {
     const read = { calls: 0 };
-    const alarm = setup({ alarms: () => [{ memberID: 1, alarm: AlarmType.NOSPACE }], leader: () => 0, linearizableRead: () => (read.calls++, Promise.resolve()) });
+    const alarm = setup({ alarms: () => [{ memberID: 1n, alarm: AlarmType.NOSPACE }], leader: () => 0n, linearizableRead: () => (read.calls++, Promise.resolve()) });
     expect(await alarm.run()).toEqual({ healthy: false, reason: "ALARM ACTIVE" });
     expect(read.calls).toBe(0);
-    const corrupt = setup({ alarms: () => [{ memberID: 1, alarm: AlarmType.CORRUPT }] });
+    const corrupt = setup({ alarms: () => [{ memberID: 1n, alarm: AlarmType.CORRUPT }] });
     expect((await corrupt.run()).healthy).toBe(false);
-    const noLeader = setup({ leader: () => 0 });
+    const noLeader = setup({ leader: () => 0n });
     expect(await noLeader.run()).toEqual({ healthy: false, reason: "RAFT NO LEADER" });
     const failed = setup({ linearizableRead: () => Promise.reject(new Error("etcdserver: leader changed")) });
     expect(await failed.run()).toEqual({ healthy: false, reason: "QGET FAILED" });

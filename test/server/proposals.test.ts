@@ -28,7 +28,7 @@ class FakeRaft {
 function setup(extra: Partial<ProposalsOptions> = {}) {
   const t = { ms: 0, committed: 0, applied: 0, leader: true, wakes: 0, failed: 0 };
   const p = new Proposals({
-    ids: new IdGenerator(1, 0),
+    ids: new IdGenerator(1n, 0),
     maxRequestBytes: 1024,
     requestTimeoutMs: TIMEOUT_MS,
     now: () => t.ms,

@@ -19,7 +19,7 @@ import { ReadIndex } from "../../src/server/read_index.js";
 import { WaitTime } from "../../src/server/wait_time.js";
 import { memberStores } from "./stores.js";
 
-const ID = 1;
+const ID = 1n;
 const ME: Member = { id: ID, name: "n1", peerUrls: ["http://127.0.0.1:1"], clientUrls: [], isLearner: false };
 
 function setup(o: { snapshotCount?: number; failPersist?: () => boolean } = {}) {
@@ -52,7 +52,7 @@ function setup(o: { snapshotCount?: number; failPersist?: () => boolean } = {}) 
     maxRequestBytes: 1 << 20,
     requestTimeoutMs: 5000,
     now: () => performance.now(),
-    state: { committedIndex: () => loop.committed(), appliedIndex: () => loop.applied(), hasLeader: () => loop.leader() !== 0 },
+    state: { committedIndex: () => loop.committed(), appliedIndex: () => loop.applied(), hasLeader: () => loop.leader() !== 0n },
     wake,
     failed: { inc: () => {} },
   });
@@ -150,7 +150,7 @@ describe("raft loop", () => {
     await proposals.propose({ put: { key: Buffer.from("one-more"), value: Buffer.from("v") } });
     expect(loop.applied() - last).toBeLessThanOrEqual(3);
     expect(t.taken.length).toBe(before); // fewer than --snapshot-count entries since: no snapshot yet
-    loop.applyConfChange({ transition: ConfChangeTransition.Auto, changes: [{ type: ConfChangeType.AddLearnerNode, nodeId: 2 }], context: new Uint8Array(0) });
+    loop.applyConfChange({ transition: ConfChangeTransition.Auto, changes: [{ type: ConfChangeType.AddLearnerNode, nodeId: 2n }], context: new Uint8Array(0) });
     loop.schedule();
     await until(() => t.taken.length > before, "a snapshot holding the new member");
     expect(t.taken[before]!).toBe(loop.applied());

@@ -20,7 +20,7 @@ function setup(extra: Partial<ReadIndexOptions> = {}) {
   const applied = new WaitTime();
   const t = { asked: [] as string[], leader: true, wakes: 0, failed: 0 };
   const ri = new ReadIndex({
-    memberId: 0xabc,
+    memberId: 0xabcn,
     requestTimeoutMs: TIMEOUT_MS,
     readIndex: (ctx) => {
       if (!t.leader) throw new ProposalDroppedError("no leader");

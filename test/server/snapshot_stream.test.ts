@@ -48,11 +48,11 @@ v8.setFlagsFromString("--expose-gc");
 const gc = vm.runInNewContext("gc") as () => void;
 
 const CHUNK = 1024 * 1024;
-const META = { index: 1000, term: 4, confState: { voters: [1, 2], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false } };
+const META = { index: 1000, term: 4, confState: { voters: [1n, 2n], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false } };
 const SNAP: Message = {
   type: MessageType.MsgSnap,
-  to: 2,
-  from: 1,
+  to: 2n,
+  from: 1n,
   term: 4,
   logTerm: 0,
   index: 0,
@@ -87,11 +87,11 @@ afterEach(async () => {
 });
 
 async function pair(): Promise<[Node, Node]> {
-  const a = await startNode(1);
-  const b = await startNode(2, { snapshotSink: (from, m, total) => snapshots.receive(from, m, total) });
+  const a = await startNode(1n);
+  const b = await startNode(2n, { snapshotSink: (from, m, total) => snapshots.receive(from, m, total) });
   nodes.push(a, b);
   connectAll([a, b]);
-  await waitFor(() => a.transport.isActive(2) && b.transport.isActive(1), "streams");
+  await waitFor(() => a.transport.isActive(2n) && b.transport.isActive(1n), "streams");
   return [a, b];
 }
 
@@ -140,7 +140,7 @@ async function dialSnapshot(port: number): Promise<{ socket: net.Socket; frames:
       if (f.kind === FrameKind.SnapAck) acks.push(decodeSnapAck(f.payload));
     }
   });
-  socket.write(encodeHello({ version: PROTOCOL_VERSION, kind: ConnectionKind.Snapshot, clusterId: 0xc1, from: 1, to: 2, clusterToken: "test-cluster" }));
+  socket.write(encodeHello({ version: PROTOCOL_VERSION, kind: ConnectionKind.Snapshot, clusterId: 0xc1n, from: 1n, to: 2n, clusterToken: "test-cluster" }));
   await waitFor(() => frames.includes(FrameKind.HelloOk), "hello ok");
   return { socket, frames, acks, closed };
 }
@@ -173,7 +173,7 @@ describe("streaming snapshots, disk to disk", () => {
       clearInterval(sampler);
     }
     peak = Math.max(peak, liveBytes());
-    expect(a.snapshotStatus).toEqual([{ id: 2, failed: false }]);
+    expect(a.snapshotStatus).toEqual([{ id: 2n, failed: false }]);
     expect(released, "the sender's body is released").toBe(true);
     const growthMiB = (peak - baseline) / 2 ** 20;
     console.log(`[snapshot stream] ${(size / 2 ** 20).toFixed(0)} MiB streamed; live memory grew at most ${growthMiB.toFixed(1)} MiB (chunk ${CHUNK / 2 ** 20} MiB)`);
@@ -265,7 +265,7 @@ describe("streaming snapshots, disk to disk", () => {
     await waitFor(() => incomingFiles().length === 1, "reception started");
     await b.transport.stop();
     await waitFor(() => a.snapshotStatus.length === 1, "failed status", 40_000);
-    expect(a.snapshotStatus).toEqual([{ id: 2, failed: true }]);
+    expect(a.snapshotStatus).toEqual([{ id: 2n, failed: true }]);
     expect(released).toBe(true);
     await waitFor(() => incomingFiles().length === 0, "partial file removed");
     expect(b.received).toEqual([]);

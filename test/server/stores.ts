@@ -28,7 +28,7 @@ export function memberStores() {
   const alarms = new Alarms(backend);
   const tokens = new SimpleTokenProvider({ ttlMs: 300_000, now: () => performance.now(), waitApplied: () => Promise.resolve() });
   const auth = new AuthStore({ backend, tokens });
-  const membership = new Membership(backend, 0x99);
+  const membership = new Membership(backend, 0x99n);
   open.push(() => {
     tokens.close();
     watchable.close();

@@ -19,7 +19,7 @@ import { testSeed } from "../seed.js";
 const SEED = testSeed("transport_codec");
 const fcParams = { seed: SEED, numRuns: 200 };
 
-const id = fc.integer({ min: 0, max: 2 ** 52 - 1 });
+const id = fc.bigInt({ min: 0n, max: 2n ** 64n - 1n });
 const safe = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER });
 const bytes = fc.uint8Array({ maxLength: 64 });
 const ids = fc.array(id, { maxLength: 5 });
@@ -54,7 +54,7 @@ export const arbMessage: fc.Arbitrary<Message> = fc
   });
 
 function normalise(m: Message): unknown {
-  return JSON.parse(JSON.stringify(m, (_k, v: unknown) => (v instanceof Uint8Array ? Array.from(v) : v)));
+  return JSON.parse(JSON.stringify(m, (_k, v: unknown) => (v instanceof Uint8Array ? Array.from(v) : typeof v === "bigint" ? `${v}n` : v)));
 }
 
 describe("message codec", () => {
@@ -94,7 +94,7 @@ describe("message codec", () => {
   });
 
   it("rejects integers above 2^53-1, unknown types and huge counts", () => {
-    const m: Message = { type: MessageType.MsgApp, to: 2, from: 1, term: 1, logTerm: 0, index: 0, entries: [], commit: 0, reject: false, rejectHint: 0, context: new Uint8Array() };
+    const m: Message = { type: MessageType.MsgApp, to: 2n, from: 1n, term: 1, logTerm: 0, index: 0, entries: [], commit: 0, reject: false, rejectHint: 0, context: new Uint8Array() };
     const term = encodeMessage(m);
     term.writeUInt32BE(0xffffffff, 1 + 16); // high word of `term`
     expect(() => decodeMessage(term)).toThrow(/exceeds 2\^53-1/);
@@ -110,8 +110,8 @@ describe("message codec", () => {
 
   it("snapshot header frames carry metadata but not data", () => {
     const m: Message = {
-      type: MessageType.MsgSnap, to: 2, from: 1, term: 3, logTerm: 0, index: 0, entries: [], commit: 0, reject: false, rejectHint: 0, context: new Uint8Array(),
-      snapshot: { data: new Uint8Array(1000).fill(7), metadata: { index: 50, term: 3, confState: { voters: [1, 2, 3], learners: [4], votersOutgoing: [], learnersNext: [], autoLeave: false } } },
+      type: MessageType.MsgSnap, to: 2n, from: 1n, term: 3, logTerm: 0, index: 0, entries: [], commit: 0, reject: false, rejectHint: 0, context: new Uint8Array(),
+      snapshot: { data: new Uint8Array(1000).fill(7), metadata: { index: 50, term: 3, confState: { voters: [1n, 2n, 3n], learners: [4n], votersOutgoing: [], learnersNext: [], autoLeave: false } } },
     };
     const frame = encodeSnapBegin(m, 1000);
     expect(frame.byteLength).toBeLessThan(300);
@@ -123,7 +123,7 @@ describe("message codec", () => {
   });
 
   it("hello round-trips", () => {
-    const h = { version: PROTOCOL_VERSION, kind: ConnectionKind.Snapshot, clusterId: 2 ** 52 - 1, from: 7, to: 9, clusterToken: "tøken" };
+    const h = { version: PROTOCOL_VERSION, kind: ConnectionKind.Snapshot, clusterId: 2n ** 64n - 1n, from: 7n, to: 9n, clusterToken: "tøken" };
     const [f] = new FrameDecoder().push(encodeHello(h));
     expect(decodeHello(f!.payload)).toEqual(h);
   });

@@ -35,7 +35,7 @@ export interface Node {
 
 export async function startNode(
   id: NodeId,
-  opts: { clusterId?: number; port?: number; limits?: Partial<TransportLimits>; snapshotSink?: SnapshotSinkFactory } = {},
+  opts: { clusterId?: bigint; port?: number; limits?: Partial<TransportLimits>; snapshotSink?: SnapshotSinkFactory } = {},
 ): Promise<Node> {
   const { logger, lines } = captureLogger();
   const node: Partial<Node> & { received: Message[]; unreachable: NodeId[]; snapshotStatus: Array<{ id: NodeId; failed: boolean }> } = {
@@ -47,7 +47,7 @@ export async function startNode(
   };
   const transport = new Transport({
     localId: id,
-    clusterId: opts.clusterId ?? 0xc1,
+    clusterId: opts.clusterId ?? 0xc1n,
     clusterToken: "test-cluster",
     listenUrls: [`http://127.0.0.1:${opts.port ?? 0}`],
     onMessage: (m) => node.received.push(m),

@@ -18,10 +18,10 @@ function setup() {
   const proposed: ProposedRequest[] = [];
   let answer: ApplyOutcome = { revision: 1, response: {} };
   const api = new V3Api({
-    memberId: 1,
-    clusterId: 2,
+    memberId: 1n,
+    clusterId: 2n,
     limits: { maxTxnOps: 128, maxRequestBytes: 1 << 20, quotaBackendBytes: null, electionMs: 1000 },
-    raft: { leader: () => 1, isLeader: () => true, raftTerm: () => 3, committed: () => 0, applied: () => 0, isLearner: () => false, moveLeader: async () => {} },
+    raft: { leader: () => 1n, isLeader: () => true, raftTerm: () => 3, committed: () => 0, applied: () => 0, isLearner: () => false, moveLeader: async () => {} },
     propose: async (req) => {
       proposed.push(req);
       return answer;

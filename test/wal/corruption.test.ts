@@ -66,13 +66,13 @@ function recorder(): { logger: WalLogger; warnings: string[] } {
 
 async function buildBase(root: string): Promise<Base> {
   const dir = path.join(root, "base");
-  const wal = await WAL.create(dir, { memberId: 5, clusterId: 9 }, OPTS);
+  const wal = await WAL.create(dir, { memberId: 5n, clusterId: 9n }, OPTS);
   let next = 1;
   const rand = prng(42);
   for (let s = 0; s < 40; s++) {
     const n = 1 + Math.floor(rand() * 4);
     // Sizes include multiples of zero-ending data and entries bigger than a 512-byte sector.
-    await wal.save({ term: 1, vote: 5, commit: next - 1 }, makeEntries(next, next + n - 1, 1, Math.floor(rand() * 700)));
+    await wal.save({ term: 1, vote: 5n, commit: next - 1 }, makeEntries(next, next + n - 1, 1, Math.floor(rand() * 700)));
     next += n;
   }
   await wal.close();

@@ -74,7 +74,7 @@ async function main(): Promise<void> {
     }
     lastIndex = start + count - 1;
     commit = Math.max(commit, lastIndex - 30);
-    const hs = { term, vote: 1, commit };
+    const hs = { term, vote: 1n, commit };
     out(`try ${id} E ${start} ${count} ${term} ${hs.term} ${hs.vote} ${hs.commit} ${sizes.join(",")}`);
     return wal.save(hs, batch).then(() => out(`ack ${id}`));
   };

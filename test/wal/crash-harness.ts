@@ -117,7 +117,7 @@ async function runChild(command: string[], dir: string, seed: number, snap: { in
         const t: Try =
           parts[2] === "S"
             ? { kind: "S", index: n[0]!, term: n[1]! }
-            : { kind: "E", start: n[0]!, count: n[1]!, term: n[2]!, hs: { term: n[3]!, vote: n[4]!, commit: n[5]! } };
+            : { kind: "E", start: n[0]!, count: n[1]!, term: n[2]!, hs: { term: n[3]!, vote: BigInt(n[4]!), commit: n[5]! } };
         run.tries.set(id, t);
         run.order.push(id);
         if (t.kind === "E" && t.count >= 64 && plan.afterBigSaveMs !== undefined) {
@@ -164,9 +164,9 @@ export async function runCrashCycles(opts: CrashRunOptions): Promise<CrashRunRes
   const command = await childCommand();
   const result: CrashRunResult = { kills: 0, ackedSaves: 0, tornRecoveries: 0, repairs: 0, tornTails: 0, lastIndex: 0, snapshots: 0 };
   try {
-    await (await WAL.create(dir, { memberId: 1, clusterId: 1 }, walOpts)).close();
+    await (await WAL.create(dir, { memberId: 1n, clusterId: 1n }, walOpts)).close();
     let model: TermLog = [0];
-    let hardState: HardState = { term: 0, vote: 0, commit: 0 };
+    let hardState: HardState = { term: 0, vote: 0n, commit: 0 };
     let snap = { index: 0, term: 0 };
     for (let k = 0; k < opts.kills; k++) {
       const childSeed = Math.floor(rand() * 2 ** 31);

@@ -10,7 +10,7 @@ import { makeTmpDir, removeDir } from "./helpers.js";
 function snap(index: number, term: number, data = `backend@${index}`): Snapshot {
   return {
     data: new TextEncoder().encode(data),
-    metadata: { index, term, confState: { ...emptyConfState(), voters: [1, 2, 3], learners: [2 ** 52 - 1], autoLeave: true } },
+    metadata: { index, term, confState: { ...emptyConfState(), voters: [1n, 2n, 3n], learners: [2n ** 64n - 1n], autoLeave: true } },
   };
 }
 

@@ -6,7 +6,7 @@ import { WAL } from "../../src/wal/wal.js";
 import { isIntact, makeEntries, makeTmpDir, removeDir } from "./helpers.js";
 
 const OPTS = { segmentSizeBytes: 8192 };
-const META = { memberId: 1, clusterId: 2 };
+const META = { memberId: 1n, clusterId: 2n };
 
 function ids(es: Entry[]): string[] {
   return es.map((e) => `${e.index}/${e.term}`);
@@ -26,7 +26,7 @@ describe("WalStorage", () => {
   it("keeps a bounded tail in memory and reads older entries back from the WAL", async () => {
     const { storage, wal, created } = await openFresh(20);
     expect(created).toBe(true);
-    for (let i = 1; i <= 200; i += 10) await storage.save({ term: 1, vote: 1, commit: i - 1 }, makeEntries(i, i + 9, 1, 50));
+    for (let i = 1; i <= 200; i += 10) await storage.save({ term: 1, vote: 1n, commit: i - 1 }, makeEntries(i, i + 9, 1, 50));
     expect(storage.tailLength()).toBeLessThanOrEqual(20);
     expect(storage.firstIndex()).toBe(1);
     expect(storage.lastIndex()).toBe(200);
@@ -45,7 +45,7 @@ describe("WalStorage", () => {
   it("replaces a conflicting suffix reaching below the in-memory tail", async () => {
     const { storage, wal } = await openFresh(10);
     for (let i = 1; i <= 100; i += 10) await storage.save(undefined, makeEntries(i, i + 9, 1, 20));
-    await storage.save({ term: 2, vote: 2, commit: 0 }, makeEntries(40, 45, 2, 20));
+    await storage.save({ term: 2, vote: 2n, commit: 0 }, makeEntries(40, 45, 2, 20));
     expect(storage.lastIndex()).toBe(45);
     expect(ids(storage.entries(38, 46, Infinity))).toEqual(["38/1", "39/1", "40/2", "41/2", "42/2", "43/2", "44/2", "45/2"]);
     expect(() => storage.append(makeEntries(47, 48, 2))).toThrow(/missing log entry/);
@@ -54,8 +54,8 @@ describe("WalStorage", () => {
 
   it("compacts, creates and applies snapshots with MemoryStorage's errors", async () => {
     const { storage, wal } = await openFresh();
-    await storage.save({ term: 3, vote: 1, commit: 50 }, makeEntries(1, 60, 3));
-    const cs = { ...emptyConfState(), voters: [1, 2, 3] };
+    await storage.save({ term: 3, vote: 1n, commit: 50 }, makeEntries(1, 60, 3));
+    const cs = { ...emptyConfState(), voters: [1n, 2n, 3n] };
     const s = storage.createSnapshot(50, cs, new Uint8Array([1, 2]));
     expect(s.metadata).toEqual({ index: 50, term: 3, confState: cs });
     expect(() => storage.createSnapshot(50, cs, new Uint8Array())).toThrow(SnapOutOfDateError);
@@ -79,8 +79,8 @@ describe("WalStorage", () => {
   it("restarts from the newest snapshot that has a WAL marker, with released segments", async () => {
     const first = await openFresh(15);
     const { storage, wal, snapshotter } = first;
-    for (let i = 1; i <= 300; i += 10) await storage.save({ term: 2, vote: 1, commit: i - 1 }, makeEntries(i, i + 9, 2, 40));
-    const cs = { ...emptyConfState(), voters: [1] };
+    for (let i = 1; i <= 300; i += 10) await storage.save({ term: 2, vote: 1n, commit: i - 1 }, makeEntries(i, i + 9, 2, 40));
+    const cs = { ...emptyConfState(), voters: [1n] };
     const snap = storage.createSnapshot(250, cs, new TextEncoder().encode("image@250"));
     await snapshotter.save(snap);
     await wal.saveSnapshotMarker({ index: 250, term: 2, confState: cs });
@@ -98,7 +98,7 @@ describe("WalStorage", () => {
     expect(new TextDecoder().decode(again.snapshot?.data)).toBe("image@250");
     expect(again.storage.firstIndex()).toBe(251);
     expect(again.storage.lastIndex()).toBe(300);
-    expect(again.storage.initialState()).toEqual({ hardState: { term: 2, vote: 1, commit: 290 }, confState: cs });
+    expect(again.storage.initialState()).toEqual({ hardState: { term: 2, vote: 1n, commit: 290 }, confState: cs });
     expect(again.storage.entries(251, 301, Infinity).every(isIntact)).toBe(true);
     expect(WAL.exists(path.join(root, "wal"))).toBe(true);
     await again.wal.close();

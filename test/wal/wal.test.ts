@@ -7,7 +7,7 @@ import { WalFileNotFoundError, WalSnapshotMismatchError, WalSnapshotNotFoundErro
 import { WAL } from "../../src/wal/wal.js";
 import { isIntact, makeEntries, makeEntry, makeTmpDir, removeDir, walFiles } from "./helpers.js";
 
-const META = { memberId: 0x8e9e05c521646, clusterId: 0xcdf818194e3a8 };
+const META = { memberId: 0x8e9e05c52164694dn, clusterId: 0xcdf818194e3a8c32n };
 const SMALL = { segmentSizeBytes: 2048 };
 /** Default-sized segments would write 64 MiB of zeros per test; 1 MiB keeps the suite fast. */
 const MIB = { segmentSizeBytes: 1024 * 1024 };
@@ -27,15 +27,15 @@ describe("WAL", () => {
 
   it("creates, appends and replays entries, hard state and metadata", async () => {
     expect(WAL.exists(dir)).toBe(false);
-    const wal = await WAL.create(dir, { memberId: 7, clusterId: 2 ** 52 - 1 }, MIB);
+    const wal = await WAL.create(dir, { memberId: 7n, clusterId: 2n ** 64n - 1n }, MIB);
     expect(WAL.exists(dir)).toBe(true);
-    await wal.save({ term: 1, vote: 7, commit: 0 }, makeEntries(1, 3, 1));
-    await wal.save({ term: 2, vote: 7, commit: 2 }, makeEntries(4, 5, 2, 1000));
+    await wal.save({ term: 1, vote: 7n, commit: 0 }, makeEntries(1, 3, 1));
+    await wal.save({ term: 2, vote: 7n, commit: 2 }, makeEntries(4, 5, 2, 1000));
     await wal.close();
 
     const r = await WAL.open(dir, { index: 0, term: 0 }, MIB);
-    expect(r.metadata).toEqual({ memberId: 7, clusterId: 2 ** 52 - 1 });
-    expect(r.hardState).toEqual({ term: 2, vote: 7, commit: 2 });
+    expect(r.metadata).toEqual({ memberId: 7n, clusterId: 2n ** 64n - 1n });
+    expect(r.hardState).toEqual({ term: 2, vote: 7n, commit: 2 });
     expect(indexesAndTerms(r.entries)).toEqual(["1/1", "2/1", "3/1", "4/2", "5/2"]);
     expect(r.entries.every(isIntact)).toBe(true);
     // Appends continue where the log ended.
@@ -69,22 +69,22 @@ describe("WAL", () => {
 
   it("skips fdatasync for a save that only moves the commit index (raft MustSync)", async () => {
     const wal = await WAL.create(dir, META, MIB);
-    await wal.save({ term: 1, vote: 1, commit: 0 }, makeEntries(1, 2, 1));
+    await wal.save({ term: 1, vote: 1n, commit: 0 }, makeEntries(1, 2, 1));
     const syncs = wal.stats.syncs;
-    await wal.save({ term: 1, vote: 1, commit: 2 }, []);
+    await wal.save({ term: 1, vote: 1n, commit: 2 }, []);
     expect(wal.stats.syncs).toBe(syncs);
     expect(wal.stats.writes).toBe(2);
-    await wal.save({ term: 2, vote: 0, commit: 2 }, []);
+    await wal.save({ term: 2, vote: 0n, commit: 2 }, []);
     expect(wal.stats.syncs).toBe(syncs + 1);
     await wal.close();
     const r = await WAL.open(dir, { index: 0, term: 0 }, MIB);
-    expect(r.hardState).toEqual({ term: 2, vote: 0, commit: 2 });
+    expect(r.hardState).toEqual({ term: 2, vote: 0n, commit: 2 });
     await r.wal.close();
   });
 
   it("rolls over across many segments and replays them all", async () => {
     const wal = await WAL.create(dir, META, SMALL);
-    for (let i = 1; i <= 400; i += 10) await wal.save({ term: 1, vote: 1, commit: i - 1 }, makeEntries(i, i + 9, 1, 60));
+    for (let i = 1; i <= 400; i += 10) await wal.save({ term: 1, vote: 1n, commit: i - 1 }, makeEntries(i, i + 9, 1, 60));
     expect(wal.stats.cuts).toBeGreaterThan(10);
     await wal.close();
     const files = walFiles(dir);
@@ -105,7 +105,7 @@ describe("WAL", () => {
     const cutsBefore = wal.stats.cuts;
     expect(cutsBefore).toBeGreaterThan(3);
     // Entry 20 lives in the first segments; the tail is several segments later.
-    await wal.save({ term: 2, vote: 0, commit: 0 }, makeEntries(20, 25, 2, 60));
+    await wal.save({ term: 2, vote: 0n, commit: 0 }, makeEntries(20, 25, 2, 60));
     // And a second conflict inside the replacement, followed by more appends.
     await wal.save(undefined, makeEntries(24, 30, 3, 60));
     await wal.close();
@@ -120,8 +120,8 @@ describe("WAL", () => {
 
   it("replays from a snapshot marker, releases old segments and reopens after release", async () => {
     const wal = await WAL.create(dir, META, { ...SMALL, maxWals: 2 });
-    for (let i = 1; i <= 300; i += 10) await wal.save({ term: 1, vote: 1, commit: i - 1 }, makeEntries(i, i + 9, 1, 60));
-    await wal.saveSnapshotMarker({ index: 250, term: 1, confState: { ...emptyConfState(), voters: [1, 2, 3] } });
+    for (let i = 1; i <= 300; i += 10) await wal.save({ term: 1, vote: 1n, commit: i - 1 }, makeEntries(i, i + 9, 1, 60));
+    await wal.saveSnapshotMarker({ index: 250, term: 1, confState: { ...emptyConfState(), voters: [1n, 2n, 3n] } });
     await wal.save(undefined, makeEntries(301, 310, 1, 60));
     const before = walFiles(dir).length;
     await wal.releaseTo(250);
@@ -138,7 +138,7 @@ describe("WAL", () => {
     await r.wal.close();
     await expect(WAL.open(dir, { index: 0, term: 0 }, MIB)).rejects.toBeInstanceOf(WalFileNotFoundError);
     const markers = await WAL.validSnapshotMarkers(dir);
-    expect(markers.map((m) => [m.index, m.term, m.confState.voters])).toEqual([[250, 1, [1, 2, 3]]]);
+    expect(markers.map((m) => [m.index, m.term, m.confState.voters])).toEqual([[250, 1, [1n, 2n, 3n]]]);
   });
 
   it("keeps maxWals segments even when more are released, and never releases past the last marker", async () => {
@@ -155,7 +155,7 @@ describe("WAL", () => {
 
   it("rejects a snapshot marker that is missing or has another term", async () => {
     const wal = await WAL.create(dir, META, MIB);
-    await wal.save({ term: 3, vote: 1, commit: 5 }, makeEntries(1, 10, 3));
+    await wal.save({ term: 3, vote: 1n, commit: 5 }, makeEntries(1, 10, 3));
     await wal.saveSnapshotMarker({ index: 5, term: 3, confState: emptyConfState() });
     await wal.close();
     await expect(WAL.open(dir, { index: 5, term: 2 }, MIB)).rejects.toBeInstanceOf(WalSnapshotMismatchError);
@@ -169,7 +169,7 @@ describe("WAL", () => {
     const wal = await WAL.create(dir, META, MIB);
     await wal.save(undefined, makeEntries(1, 3, 1));
     await wal.saveSnapshotMarker({ index: 100, term: 4, confState: emptyConfState() });
-    await wal.save({ term: 4, vote: 0, commit: 100 }, []);
+    await wal.save({ term: 4, vote: 0n, commit: 100 }, []);
     expect(wal.lastIndex()).toBe(100);
     await wal.save(undefined, makeEntries(101, 102, 4));
     await wal.close();
@@ -193,12 +193,12 @@ describe("WAL", () => {
 
   it("asserts raft's log invariants before writing anything", async () => {
     const wal = await WAL.create(dir, META, MIB);
-    await wal.save({ term: 1, vote: 1, commit: 2 }, makeEntries(1, 3, 1));
+    await wal.save({ term: 1, vote: 1n, commit: 2 }, makeEntries(1, 3, 1));
     expect(() => wal.save(undefined, makeEntries(5, 6, 1))).toThrow(/missing log entries/);
     expect(() => wal.save(undefined, makeEntries(2, 3, 2))).toThrow(/overwrite committed/);
     expect(() => wal.save(undefined, [makeEntry(4, 1), makeEntry(6, 1)])).toThrow(/not contiguous/);
-    expect(() => wal.save({ term: 0, vote: 0, commit: 2 }, [])).toThrow(/term went back/);
-    expect(() => wal.save({ term: 1, vote: 1, commit: 9 }, [])).toThrow(/beyond the last index/);
+    expect(() => wal.save({ term: 0, vote: 0n, commit: 2 }, [])).toThrow(/term went back/);
+    expect(() => wal.save({ term: 1, vote: 1n, commit: 9 }, [])).toThrow(/beyond the last index/);
     await wal.close();
     await expect(wal.save(undefined, makeEntries(4, 4, 1))).rejects.toThrow(/closed/);
   });

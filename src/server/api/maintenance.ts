@@ -68,7 +68,7 @@ export function maintenanceService(s: V3Server): MemberHandlers<"etcdserverpb.Ma
     MoveLeader: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
-        if (req.targetID === 0) throw Errors.badLeaderTransferee();
+        if (req.targetID === 0n) throw Errors.badLeaderTransferee();
         await s.moveLeader(req.targetID);
         return { header: header(s) };
       }),

@@ -16,7 +16,9 @@
  * Decoding never trusts a length: every read is checked against the buffer, so a corrupt or
  * hostile frame yields a CodecError, never a huge allocation or an out-of-range read.
  */
-import { type ConfState, type Entry, EntryType, type Message, MessageType, type Snapshot } from "../../raft/types.js";
+import { type ConfState, type Entry, EntryType, type Message, MessageType, type NodeId, type Snapshot } from "../../raft/types.js";
+
+const UINT64_MAX = 2n ** 64n - 1n;
 
 export class CodecError extends Error {
   constructor(message: string) {
@@ -64,6 +66,12 @@ export class Writer {
     this.buf.writeUInt32BE(v >>> 0, this.offset + 4);
     this.offset += 8;
   }
+  /** A node id: all 64 bits (ids are sha1-derived uint64s). */
+  id(v: NodeId): void {
+    if (typeof v !== "bigint" || v < 0n || v > UINT64_MAX) throw new CodecError(`cannot encode ${String(v)} as a uint64 id`);
+    this.buf.writeBigUInt64BE(v, this.offset);
+    this.offset += 8;
+  }
   bytes(b: Uint8Array): void {
     this.u32(b.byteLength);
     this.buf.set(b, this.offset);
@@ -108,6 +116,12 @@ export class Reader {
     this.offset += 4;
     return v;
   }
+  id(): NodeId {
+    this.need(8);
+    const v = this.buf.readBigUInt64BE(this.offset);
+    this.offset += 8;
+    return v;
+  }
   u64(): number {
     this.need(8);
     const hi = this.buf.readUInt32BE(this.offset);
@@ -141,8 +155,8 @@ export class Reader {
 
 export function writeMessage(w: Writer, m: Message): void {
   w.u8(m.type);
-  w.u64(m.to);
-  w.u64(m.from);
+  w.id(m.to);
+  w.id(m.from);
   w.u64(m.term);
   w.u64(m.logTerm);
   w.u64(m.index);
@@ -165,9 +179,9 @@ export function writeMessage(w: Writer, m: Message): void {
   }
 }
 
-function writeIds(w: Writer, ids: readonly number[]): void {
+function writeIds(w: Writer, ids: readonly NodeId[]): void {
   w.u32(ids.length);
-  for (const id of ids) w.u64(id);
+  for (const id of ids) w.id(id);
 }
 
 function writeSnapshot(w: Writer, s: Snapshot): void {
@@ -185,8 +199,8 @@ function writeSnapshot(w: Writer, s: Snapshot): void {
 export function readMessage(r: Reader): Message {
   const type = r.u8();
   if (type > MAX_MESSAGE_TYPE) throw new CodecError(`unknown message type ${type}`);
-  const to = r.u64();
-  const from = r.u64();
+  const to = r.id();
+  const from = r.id();
   const term = r.u64();
   const logTerm = r.u64();
   const index = r.u64();
@@ -210,10 +224,10 @@ function readEntry(r: Reader): Entry {
   return { term, index, type, data: r.bytes() };
 }
 
-function readIds(r: Reader): number[] {
+function readIds(r: Reader): NodeId[] {
   const n = r.count(8);
-  const ids = new Array<number>(n);
-  for (let i = 0; i < n; i++) ids[i] = r.u64();
+  const ids = new Array<NodeId>(n);
+  for (let i = 0; i < n; i++) ids[i] = r.id();
   return ids;
 }
 

@@ -62,7 +62,7 @@ export const DEFAULT_LIMITS: Readonly<TransportLimits> = Object.freeze({
 
 export interface TransportContext {
   readonly localId: NodeId;
-  readonly clusterId: number;
+  readonly clusterId: NodeId;
   readonly clusterToken: string;
   readonly logger: Logger;
   readonly metrics: TransportMetrics;

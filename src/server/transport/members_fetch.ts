@@ -26,7 +26,7 @@ export function fetchMembers(peerUrl: string, timeoutMs: number, tls?: PeerTrans
     };
     const timer = setTimeout(() => settle(new Error(`no answer from ${peerUrl} within ${timeoutMs} ms`)), timeoutMs);
     socket.once(connectedEvent(socket), () => {
-      socket.write(encodeHello({ version: PROTOCOL_VERSION, kind: ConnectionKind.Members, clusterId: 0, from: 0, to: 0, clusterToken: "" }));
+      socket.write(encodeHello({ version: PROTOCOL_VERSION, kind: ConnectionKind.Members, clusterId: 0n, from: 0n, to: 0n, clusterToken: "" }));
     });
     socket.on("error", (err) => settle(err));
     socket.once("close", () => settle(new Error(`${peerUrl} closed the connection without answering`)));

@@ -10,7 +10,8 @@
  * Each member dials its own connections to send, as etcd's rafthttp does (one stream per
  * direction), so a connection never needs to multiplex both directions of traffic.
  */
-import type { Message } from "../../raft/types.js";
+import type { Message, NodeId } from "../../raft/types.js";
+import { formatId, parseId } from "../member.js";
 import { CodecError, encodedMessageBytes, readMessage, Reader, Writer, writeMessage } from "./codec.js";
 import { allocFrame, type Frame, FrameKind, sealFrame } from "./frame.js";
 
@@ -30,9 +31,9 @@ export enum ConnectionKind {
 export interface Hello {
   version: number;
   kind: ConnectionKind;
-  clusterId: number;
-  from: number;
-  to: number;
+  clusterId: NodeId;
+  from: NodeId;
+  to: NodeId;
   clusterToken: string;
 }
 
@@ -92,9 +93,9 @@ export function encodeHello(h: Hello): Buffer {
     w.buf.writeUInt16BE(h.version, w.offset);
     w.offset += 2;
     w.u8(h.kind);
-    w.u64(h.clusterId);
-    w.u64(h.from);
-    w.u64(h.to);
+    w.id(h.clusterId);
+    w.id(h.from);
+    w.id(h.to);
     writeString(w, token);
   });
 }
@@ -105,18 +106,18 @@ export function decodeHello(payload: Buffer): Hello {
   const version = r.u16();
   const kind = r.u8();
   if (kind !== ConnectionKind.Stream && kind !== ConnectionKind.Snapshot && kind !== ConnectionKind.Probe && kind !== ConnectionKind.Members) throw new CodecError(`unknown connection kind ${kind}`);
-  const h: Hello = { version, kind, clusterId: r.u64(), from: r.u64(), to: r.u64(), clusterToken: readString(r) };
+  const h: Hello = { version, kind, clusterId: r.id(), from: r.id(), to: r.id(), clusterToken: readString(r) };
   expectEnd(r, "hello");
   return h;
 }
 
-export function encodeHelloOk(localId: number): Buffer {
-  return frameWith(FrameKind.HelloOk, 8, (w) => w.u64(localId));
+export function encodeHelloOk(localId: NodeId): Buffer {
+  return frameWith(FrameKind.HelloOk, 8, (w) => w.id(localId));
 }
 
-export function decodeHelloOk(payload: Buffer): number {
+export function decodeHelloOk(payload: Buffer): NodeId {
   const r = new Reader(payload);
-  const id = r.u64();
+  const id = r.id();
   expectEnd(r, "hello-ok");
   return id;
 }
@@ -136,9 +137,9 @@ export function decodeHelloReject(payload: Buffer): HelloReject {
   return reject;
 }
 
-/** A member as GET /members answers it (etcd's membership.Member JSON, ids as numbers here). */
+/** A member as GET /members answers it (etcd's membership.Member JSON; ids as 16 hex digits in the JSON). */
 export interface MembersInfoMember {
-  id: number;
+  id: NodeId;
   name: string;
   peerURLs: string[];
   clientURLs: string[];
@@ -146,12 +147,13 @@ export interface MembersInfoMember {
 }
 
 export interface MembersInfo {
-  clusterId: number;
+  clusterId: NodeId;
   members: MembersInfoMember[];
 }
 
 export function encodeMembersInfo(info: MembersInfo): Buffer {
-  const json = Buffer.from(JSON.stringify(info), "utf8");
+  const wire = { clusterId: formatId(info.clusterId), members: info.members.map((m) => ({ ...m, id: formatId(m.id) })) };
+  const json = Buffer.from(JSON.stringify(wire), "utf8");
   return frameWith(FrameKind.MembersInfo, json.byteLength, (w) => w.raw(json));
 }
 
@@ -162,12 +164,15 @@ export function decodeMembersInfo(payload: Buffer): MembersInfo {
   } catch (e) {
     throw new CodecError(`members info is not JSON: ${(e as Error).message}`);
   }
-  const info = o as Partial<MembersInfo>;
-  if (typeof info.clusterId !== "number" || !Array.isArray(info.members)) throw new CodecError("malformed members info");
-  for (const m of info.members) {
-    if (typeof m.id !== "number" || !Array.isArray(m.peerURLs) || typeof m.isLearner !== "boolean") throw new CodecError("malformed member in members info");
-  }
-  return info as MembersInfo;
+  const info = o as { clusterId?: unknown; members?: unknown };
+  const clusterId = wireId(info.clusterId);
+  if (clusterId === undefined || !Array.isArray(info.members)) throw new CodecError("malformed members info");
+  const members = (info.members as Array<Omit<MembersInfoMember, "id"> & { id: unknown }>).map((m) => {
+    const id = wireId(m.id);
+    if (id === undefined || !Array.isArray(m.peerURLs) || typeof m.isLearner !== "boolean") throw new CodecError("malformed member in members info");
+    return { ...m, id };
+  });
+  return { clusterId, members };
 }
 
 /** Bytes of a Messages frame (header included) for messages whose encoded sizes sum to `bytes`. */
@@ -256,4 +261,15 @@ export function decodeSnapAck(payload: Buffer): { ok: boolean; message: string }
 /** Throws unless `frame` is of `kind` (a peer speaking out of turn is a protocol error). */
 export function expectKind(frame: Frame, kind: FrameKind): void {
   if (frame.kind !== kind) throw new CodecError(`expected frame ${FrameKind[kind]}, got ${FrameKind[frame.kind]}`);
+}
+
+/** An id of the members JSON: 16 hex digits, or a number from a member that predates exact ids. */
+function wireId(v: unknown): NodeId | undefined {
+  if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0) return BigInt(v);
+  if (typeof v !== "string") return undefined;
+  try {
+    return parseId(v);
+  } catch {
+    return undefined;
+  }
 }

@@ -4,6 +4,7 @@
  * pending, so memory holds a few chunks whatever the snapshot's size. Without a sink of the
  * member's, the transport reassembles in memory within a budget (memorySnapshotSink).
  */
+import type { NodeId } from "../../raft/types.js";
 import type { Message } from "../../raft/types.js";
 
 export interface SnapshotSink {
@@ -19,7 +20,7 @@ export interface SnapshotSink {
 }
 
 /** Opens the sink of one incoming snapshot of `totalBytes`; throws to refuse it (the reason is sent back). */
-export type SnapshotSinkFactory = (from: number, m: Message, totalBytes: number) => Promise<SnapshotSink>;
+export type SnapshotSinkFactory = (from: NodeId, m: Message, totalBytes: number) => Promise<SnapshotSink>;
 
 /** Reassembles in one buffer; `release` returns the memory reservation when the transfer ends. */
 export function memorySnapshotSink(m: Message, totalBytes: number, release: () => void): SnapshotSink {

@@ -37,7 +37,7 @@ export type { SnapshotSink, SnapshotSinkFactory } from "./snapshot_sink.js";
 
 export interface TransportOptions {
   localId: NodeId;
-  clusterId: number;
+  clusterId: NodeId;
   /** --initial-cluster-token; sent in the handshake and logged on a mismatch (the id decides). */
   clusterToken?: string;
   /** --listen-peer-urls (http://host:port; port 0 picks a free port, see listenAddresses()). */
@@ -93,7 +93,7 @@ export class Transport {
   private stopped = false;
 
   constructor(private readonly options: TransportOptions) {
-    if (!Number.isSafeInteger(options.localId) || options.localId <= 0) throw new Error(`invalid local member id ${options.localId}`);
+    if (typeof options.localId !== "bigint" || options.localId <= 0n) throw new Error(`invalid local member id ${String(options.localId)}`);
     const limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.ctx = {
       localId: options.localId,

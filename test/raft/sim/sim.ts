@@ -112,6 +112,9 @@ function decodeU32(b: Uint8Array): number {
   return ((b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]) >>> 0;
 }
 
+/** JSON.stringify replacer for traces: the simulator's node ids (small bigints) printed as numbers. */
+const idsAsNumbers = (_key: string, v: unknown): unknown => (typeof v === "bigint" ? Number(v) : v);
+
 function isMember(cs: ConfState | undefined, id: NodeId): boolean {
   if (cs === undefined) return false;
   return cs.voters.includes(id) || cs.learners.includes(id) || cs.votersOutgoing.includes(id) || cs.learnersNext.includes(id);
@@ -157,8 +160,8 @@ export class Simulator {
     this.checkQuorum = this.rnd() < 0.7;
     this.preVote = this.rnd() < 0.7;
     const ids: NodeId[] = [];
-    for (let i = 1; i <= opts.nodes; i++) ids.push(i);
-    this.nextNewId = opts.nodes + 1;
+    for (let i = 1; i <= opts.nodes; i++) ids.push(BigInt(i));
+    this.nextNewId = BigInt(opts.nodes + 1);
     for (const id of ids) {
       const n = this.newNode(id);
       this.startNode(n);
@@ -413,7 +416,7 @@ export class Simulator {
       const cc = confChangeFromEntry(e);
       const before = n.confState;
       n.confState = n.raw?.applyConfChange(cc);
-      this.trace(`node ${n.id} applied conf change at ${e.index}: ${JSON.stringify(n.confState)}`);
+      this.trace(`node ${n.id} applied conf change at ${e.index}: ${JSON.stringify(n.confState, idsAsNumbers)}`);
       const wasMember = isMember(before, n.id);
       for (const c of cc.changes) if (isMember(before, c.nodeId) && !isMember(n.confState, c.nodeId)) n.removedSeen.add(c.nodeId);
       for (const id of before?.votersOutgoing ?? []) if (!isMember(n.confState, id)) n.removedSeen.add(id);
@@ -501,7 +504,7 @@ export class Simulator {
     try {
       raw.proposeConfChange(cc);
       this.stats.confChanges++;
-      this.trace(`leader ${raw.raft.id} proposes ${JSON.stringify(cc.changes)} transition ${cc.transition}`);
+      this.trace(`leader ${raw.raft.id} proposes ${JSON.stringify(cc.changes, idsAsNumbers)} transition ${cc.transition}`);
       for (const c of cc.changes) {
         if (!this.nodes.has(c.nodeId)) this.startNode(this.newNode(c.nodeId));
       }
@@ -521,7 +524,7 @@ export class Simulator {
       context: ctx,
     });
     const r = this.rnd();
-    const maxId = this.opts.nodes + 3;
+    const maxId = BigInt(this.opts.nodes + 3);
     if (r < 0.3 && this.nextNewId <= maxId) return single(ConfChangeType.AddLearnerNode, this.nextNewId++);
     if (r < 0.55 && cs.learners.length > 0) {
       const id = this.pick(cs.learners);
@@ -570,7 +573,7 @@ export class Simulator {
       // Symmetric: split into two groups.
       const side = new Map(ids.map((id) => [id, this.rnd() < 0.5]));
       for (const a of ids) for (const b of ids) if (side.get(a) !== side.get(b)) this.blocked.add(`${a}>${b}`);
-      this.trace(`partition ${JSON.stringify([...side])}`);
+      this.trace(`partition ${JSON.stringify([...side], idsAsNumbers)}`);
     } else {
       // One-way: some directed links fail.
       for (const a of ids) for (const b of ids) if (a !== b && this.rnd() < 0.25) this.blocked.add(`${a}>${b}`);
@@ -715,7 +718,7 @@ export class Simulator {
         const r = n.raw?.raft;
         return r === undefined
           ? `${n.id}:${n.removed ? "removed" : "down"}`
-          : `${n.id}:${StateType[r.state]} t${r.term} lead${r.lead} commit${r.raftLog.committed} applied${n.applied} last${r.raftLog.lastIndex()} conf${JSON.stringify(r.prs.confState())}`;
+          : `${n.id}:${StateType[r.state]} t${r.term} lead${r.lead} commit${r.raftLog.committed} applied${n.applied} last${r.raftLog.lastIndex()} conf${JSON.stringify(r.prs.confState(), idsAsNumbers)}`;
       })
       .join(" | ");
     this.fail(`no liveness within ${this.opts.livenessSteps} steps after heal: ${desc}`);

@@ -1,0 +1,30 @@
+/**
+ * The 64-bit fields that hold ids, decoded as exact bigints instead of numbers.
+ *
+ * A number is exact only below 2^53, which is enough for revisions, indexes, sizes and counts but
+ * not for etcd's ids: member and cluster ids are sha1-derived uint64s that use all 64 bits
+ * (8e9e05c52164694d), so they are held as bigints everywhere (the raft core's NodeId). The codecs
+ * and the generated types (typegen.ts) read this list, so a field listed here is `bigint` in
+ * member-types.ts and etcd-types.ts and goes through ProtoReader.uint64Big/int64Big.
+ *
+ * Keyed by message and field number (the member codecs rename fields to camelCase).
+ */
+
+/** "package.Message" → field numbers of its id fields. */
+const ID64: ReadonlyMap<string, readonly number[]> = new Map([
+  ["etcdserverpb.ResponseHeader", [1, 2]], // cluster_id, member_id
+  ["etcdserverpb.Member", [1]], // ID
+  ["etcdserverpb.MemberRemoveRequest", [1]], // ID
+  ["etcdserverpb.MemberUpdateRequest", [1]], // ID
+  ["etcdserverpb.MemberPromoteRequest", [1]], // ID
+  ["etcdserverpb.MoveLeaderRequest", [1]], // targetID
+  ["etcdserverpb.AlarmRequest", [2]], // memberID
+  ["etcdserverpb.AlarmMember", [1]], // memberID
+  ["etcdserverpb.StatusResponse", [4]], // leader
+  ["etcdserverpb.MemberAttributes", [1]], // member_ID
+]);
+
+/** True if field number `fieldId` of message `typeName` ("etcdserverpb.Member", no leading dot) is an id. */
+export function isId64Field(typeName: string, fieldId: number): boolean {
+  return ID64.get(typeName)?.includes(fieldId) ?? false;
+}
