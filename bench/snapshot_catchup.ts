@@ -12,35 +12,40 @@
  * (sampled VmRSS every 100 ms) next to its RSS before, and the snapshots the follower received
  * (etcd_network_snapshot_receive_success: whether the catch-up took one). Writes bench/results/snapshot-catchup-<date>.json and .md.
  *
- *   npm run bench:snapshot -- [--mib=1024] [--small-puts=12000] [--only=etcd|etcetera] [--out=bench/results]
+ *   npm run bench:snapshot -- [--gib=1,2,4 | --mib=1024,...] [--small-puts=12000] [--only=etcd|etcetera] [--out=bench/results]
  *
+ * By default the 1, 2 and 4 GiB scenarios, each against both targets (the 4 GiB one needs ~40 GiB
+ * of free disk: three members, each with its database and an image in flight). The results file
+ * is rewritten after every run, so a run stopped at 4 GiB keeps the smaller sizes' figures.
  * Test it small (--mib=20 --small-puts=3000); the figures worth reading come from a quiet machine.
  */
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { join, relative } from "node:path";
 import { clients, unary } from "../test/e2e/grpc_client.js";
 import { BenchCluster, type MemberProc, procStatusBytes, ROOT, SERVER_JS, type Target, TARGETS } from "./compare/cluster.js";
 
 interface Options {
-  mib: number;
+  /** The backend sizes to run, in MiB, each against every target. */
+  mibs: number[];
   smallPuts: number;
   only: Target | undefined;
   outDir: string;
 }
 
 function parseOptions(argv: string[]): Options {
-  const o: Options = { mib: 1024, smallPuts: 12_000, only: undefined, outDir: join(ROOT, "bench/results") };
+  const o: Options = { mibs: [1024, 2048, 4096], smallPuts: 12_000, only: undefined, outDir: join(ROOT, "bench/results") };
+  const list = (v: string | undefined, unit: number): number[] => (v ?? "").split(",").map((x) => Number(x) * unit);
   for (const a of argv) {
     const [k, v] = a.replace(/^--/, "").split("=") as [string, string | undefined];
-    if (k === "mib") o.mib = Number(v);
-    else if (k === "gib") o.mib = Number(v) * 1024;
+    if (k === "mib") o.mibs = list(v, 1);
+    else if (k === "gib") o.mibs = list(v, 1024);
     else if (k === "small-puts") o.smallPuts = Number(v);
     else if (k === "only") o.only = v as Target;
     else if (k === "out") o.outDir = v ?? o.outDir;
     else throw new Error(`unknown option ${a}`);
   }
-  if (!(o.mib > 0) || !(o.smallPuts > 0)) throw new Error("--mib and --small-puts must be positive");
+  if (o.mibs.length === 0 || !o.mibs.every((m) => m > 0) || !(o.smallPuts > 0)) throw new Error("--mib/--gib sizes and --small-puts must be positive");
   return o;
 }
 
@@ -121,7 +126,7 @@ interface TargetResult {
   follower: string;
 }
 
-async function runTarget(target: Target, o: Options): Promise<TargetResult> {
+async function runTarget(target: Target, o: Options & { mib: number }): Promise<TargetResult> {
   const cluster = await BenchCluster.create({ target, size: 3, extraArgs: ["--snapshot-count=2000", `--quota-backend-bytes=${8 * 1024 ** 3}`] });
   const procs = cluster.members;
   const log = (m: string): void => console.log(`[${target}] ${m}`);
@@ -239,7 +244,7 @@ async function runTarget(target: Target, o: Options): Promise<TargetResult> {
   }
 }
 
-function markdown(o: Options, results: TargetResult[]): string {
+function markdown(o: Options & { mib: number }, results: TargetResult[]): string {
   const row = (label: string, f: (r: TargetResult) => string): string => `| ${label} | ${results.map(f).join(" | ")} |`;
   const rss = (r: TargetResult): string =>
     Object.keys(r.peakRssMiB)
@@ -265,15 +270,22 @@ function markdown(o: Options, results: TargetResult[]): string {
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
   if (!existsSync(SERVER_JS)) throw new Error(`${SERVER_JS} missing: run 'npm run build' first`);
-  const results: TargetResult[] = [];
-  for (const t of TARGETS) if (o.only === undefined || o.only === t) results.push(await runTarget(t, o));
   mkdirSync(o.outDir, { recursive: true });
   const stamp = new Date().toISOString().replace(/:/g, "-").replace(/\.\d+Z$/, "Z");
   const base = join(o.outDir, `snapshot-catchup-${stamp}`);
-  writeFileSync(`${base}.json`, JSON.stringify({ options: o, results }, null, 2));
-  const md = markdown(o, results);
-  writeFileSync(`${base}.md`, md);
-  console.log(`\n${md}\nwrote ${relative(ROOT, base)}.json and .md`);
+  const bySize: { mib: number; results: TargetResult[] }[] = [];
+  for (const mib of o.mibs) {
+    const size = { mib, results: [] as TargetResult[] };
+    bySize.push(size);
+    for (const t of TARGETS) {
+      if (o.only !== undefined && o.only !== t) continue;
+      size.results.push(await runTarget(t, { ...o, mib }));
+      // Rewritten after every run: a stopped run keeps what it measured.
+      writeFileSync(`${base}.json`, JSON.stringify({ options: o, machine: { cpus: cpus().length, memGiB: Math.round(totalmem() / 2 ** 30) }, sizes: bySize }, null, 2));
+      writeFileSync(`${base}.md`, bySize.map((x) => markdown({ ...o, mib: x.mib }, x.results)).join("\n"));
+    }
+  }
+  console.log(`\n${readFileSync(`${base}.md`, "utf8")}\nwrote ${relative(ROOT, base)}.json and .md`);
 }
 
 main().catch((e: unknown) => {

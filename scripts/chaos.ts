@@ -1,5 +1,5 @@
 /**
- * npx tsx scripts/chaos.ts --duration SECONDS --seed N --faults kill,pause,partition,oneway,delay,reset,transfer,compact,defrag,powerloss
+ * npx tsx scripts/chaos.ts --duration SECONDS --seed N --faults kill,pause,partition,oneway,delay,reset,transfer,compact,defrag,powerloss,farbehind
  *                          [--target etcd|etcetera] [--clients N] [--keys N] [--think-ms MS] [--out DIR]
  *                          [--inject-client-bug stale-read[=RATE] | serializable-reads]   (TEST-ONLY: proves the checks have teeth)
  *                          [--inject-server-bug follower-local-read]   (TEST-ONLY, etcetera: src/server/test_bugs.ts)
@@ -18,7 +18,7 @@ const { values } = parseArgs({
   options: {
     duration: { type: "string", default: "60" },
     seed: { type: "string" },
-    faults: { type: "string", default: "kill,pause,partition,oneway,delay,reset,transfer,compact,defrag,powerloss" },
+    faults: { type: "string", default: "kill,pause,partition,oneway,delay,reset,transfer,compact,defrag,powerloss,farbehind" },
     target: { type: "string" },
     clients: { type: "string", default: "6" },
     keys: { type: "string", default: "6" },

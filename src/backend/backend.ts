@@ -78,6 +78,12 @@ export interface BackendStore {
    */
   recover(tx: BatchTx): void;
   /**
+   * A received image is about to replace the file (installImage): work the next recover would
+   * do synchronously over the whole image (the key index) can be done here first, yielding to
+   * the event loop, from the image file (read-only; it is not yet in place). Optional.
+   */
+  prepareInstall?(imagePath: string): Promise<void>;
+  /**
    * Runs inside the batch transaction right before every commit (etcd's OnPreCommitUnsafe): the
    * place to write state, like the consistent index, that must land atomically with the batch
    * but need not be written per change.
@@ -277,10 +283,11 @@ export class Backend {
    * Like restore, for a member installing a received image: the image file is renamed into place
    * (it is consumed), never copied, and the old file is made durable first off the event loop
    * (sync()), so the synchronous part is a checkpoint of a -wal already fsynced, two renames and
-   * directory fsyncs, and the stores' recovery: no step proportional to the database's size but
-   * the rebuild of the key index.
+   * directory fsyncs, and the stores' recovery: no step proportional to the database's size (the
+   * key index is rebuilt from the image beforehand, in slices: BackendStore.prepareInstall).
    */
   async installImage(imagePath: string): Promise<void> {
+    for (const s of this.stores) await s.prepareInstall?.(imagePath);
     await this.sync();
     // The -wal checkpointed off the event loop, and the worker's connection closed: it must not
     // stay open on the replaced file (it starts again on the new one when its -wal grows).

@@ -16,6 +16,7 @@ import { Backend, type BackendOptions } from '../backend/backend.js';
 import type { BatchTx } from '../backend/batch_tx.js';
 import { ErrClosed, ErrCompacted, ErrFutureRev, ErrLeaseNotFound, invariant, MvccError } from './errors.js';
 import { HashKvAccumulator, hashBackend, hashKvRevisions } from './hash.js';
+import { type ImageRebuild, IndexRebuild, rebuildFromImage } from './index_rebuild.js';
 import { KV_SCHEMA, KvBackend } from './kv_backend.js';
 import {
   META_FINISHED_COMPACT,
@@ -153,6 +154,10 @@ export class KvStore implements StoreCore {
       name: 'mvcc',
       schema: KV_SCHEMA,
       recover: (tx) => this.recover(tx),
+      prepareInstall: async (imagePath) => {
+        // A failure here only costs the fast path: the install then rebuilds synchronously.
+        this.prebuilt = await rebuildFromImage(imagePath, META_CONSISTENT_INDEX).catch(() => undefined);
+      },
       preCommit: () => this.persistConsistentIndex(),
     });
   }
@@ -186,7 +191,16 @@ export class KvStore implements StoreCore {
     for (const l of this.restoredListeners) l();
   }
 
-  /** etcd store.restore: rebuild the index from every stored revision. */
+  /**
+   * The index rebuilt from a received image before it was installed (Backend.installImage calls
+   * prepareInstall, index_rebuild.ts): adopted by the next recover if it matches the file.
+   */
+  private prebuilt: ImageRebuild | undefined;
+
+  /**
+   * etcd store.restore: rebuild the index from every stored revision, or adopt the one built
+   * from the installed image beforehand, in slices between turns of the event loop.
+   */
   private restore(): void {
     const b = this.backend;
     this.ci = b.metaNumber(META_CONSISTENT_INDEX);
@@ -194,22 +208,22 @@ export class KvStore implements StoreCore {
     const finished = b.metaNumber(META_FINISHED_COMPACT);
     const scheduled = b.metaNumber(META_SCHEDULED_COMPACT);
     this.compactMainRev = this.hasMeta(META_FINISHED_COMPACT) ? finished : -1;
-    const orphans: number[] = [];
-    // Latest lease of every live key, re-attached once the index is rebuilt (etcd restore).
-    const keyToLease = new Map<string, number>();
-    for (const row of b.allRows()) {
-      const main = revMain(row.rev);
-      const k = keyToString(row.key);
-      if (row.tombstone || row.lease === 0) keyToLease.delete(k);
-      else keyToLease.set(k, row.lease);
-      if (row.tombstone && !this.index.isAlive(k)) {
-        // Its history was compacted away; nothing to rebuild.
-        orphans.push(row.rev);
-        continue;
-      }
-      this.index.restore(k, row.rev, row.tombstone, row.createRev, row.version);
-      if (main > this.currentRev) this.currentRev = main;
+    const prebuilt = this.prebuilt;
+    this.prebuilt = undefined;
+    let build: IndexRebuild;
+    if (prebuilt !== undefined && prebuilt.consistentIndex === this.ci && prebuilt.build.maxRev === b.maxRev()) {
+      build = prebuilt.build;
+    } else {
+      build = new IndexRebuild();
+      for (const row of b.allRows()) build.add(row);
     }
+    invariant(this.index.size === 0, 'the index must be cleared before a rebuild is adopted');
+    this.index.adopt(build.index);
+    this.currentRev = Math.max(this.currentRev, build.currentRev);
+    // Tombstones whose history was compacted away, and the latest lease of every live key
+    // (re-attached once the index is rebuilt, as etcd's restore does).
+    const orphans = build.orphans;
+    const keyToLease = build.keyToLease;
     if (this.currentRev < this.compactMainRev) this.currentRev = this.compactMainRev;
     const hasScheduled = this.hasMeta(META_SCHEDULED_COMPACT);
     if (hasScheduled && scheduled > this.compactMainRev) {

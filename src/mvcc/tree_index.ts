@@ -48,7 +48,7 @@ export interface KeyRange {
 }
 
 export class TreeIndex {
-  private readonly tree = new BTree<string, KeyIndex>(undefined, compareKeys, 64);
+  private tree = new BTree<string, KeyIndex>(undefined, compareKeys, 64);
   /**
    * Keys alive now (a put opened their current generation, no tombstone closed it): etcd's
    * keysGauge, which its keyIndex raises at a generation's first put and lowers at a tombstone.
@@ -58,6 +58,15 @@ export class TreeIndex {
   clear(): void {
     this.tree.clear();
     this.alive = 0;
+  }
+
+  /** Takes over the keys of `other` (a rebuild finished elsewhere: index_rebuild.ts); `other` is left empty. */
+  adopt(other: TreeIndex): void {
+    invariant(other !== this, 'an index cannot adopt itself');
+    this.tree = other.tree;
+    this.alive = other.alive;
+    other.tree = new BTree<string, KeyIndex>(undefined, compareKeys, 64);
+    other.alive = 0;
   }
 
   get size(): number {

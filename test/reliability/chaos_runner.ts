@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { TARGET_ETCD } from "../e2e/harness.js";
 import { ChaosCluster } from "./chaos_cluster.js";
 import { toWatchEvent, type EtcdConnection, type PbWatchResponse } from "./etcd_client.js";
+import { farBehindArgs } from "./far_behind_fault.js";
 import { FaultInjector, type FaultKind, type FaultRecord } from "./faults.js";
 import { rng } from "./gen.js";
 import { writeRevision } from "./history.js";
@@ -155,7 +156,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     size: 3,
     heartbeatMs: opts.heartbeatMs ?? 100,
     electionMs,
-    extraArgs: TARGET_ETCD ? ["--experimental-watch-progress-notify-interval=1s"] : [],
+    extraArgs: [...(TARGET_ETCD ? ["--experimental-watch-progress-notify-interval=1s"] : []), ...(opts.faults.includes("farbehind") ? farBehindArgs() : [])],
     env: opts.serverBug !== undefined ? { ETCETERA_TEST_BUG: opts.serverBug, ETCETERA_TEST_BUGS_ALLOWED: "1" } : {},
     // The power-loss fault needs every data dir on lazyfs; the other faults run on plain disks.
     powerLoss: opts.faults.includes("powerloss"),

@@ -3,15 +3,17 @@
  * applied, held, healed): SIGKILL + restart, SIGSTOP/SIGCONT beyond the election timeout, a
  * member partitioned from the others, a one-way drop on one link, delayed links, connection
  * resets, leader transfers, compaction and defragmentation during traffic, and a power cut (on a
- * cluster whose data dirs are on lazyfs: the member loses every write it never synced). The
+ * cluster whose data dirs are on lazyfs: the member loses every write it never synced), a follower
+ * far behind (far_behind_fault.ts: it catches up by a snapshot). The
  * leader is the target half of the time. Seeded.
  */
 import type { ChaosCluster, ChaosMember } from "./chaos_cluster.js";
 import { pick, type Rng } from "./gen.js";
+import { applyFarBehind } from "./far_behind_fault.js";
 import { BLACKHOLE, UNKNOWN_SOURCE } from "./proxy.js";
 import { membershipChange } from "./membership_fault.js";
 
-export const FAULT_KINDS = ["kill", "pause", "partition", "oneway", "delay", "reset", "transfer", "compact", "defrag", "powerloss", "membership"] as const;
+export const FAULT_KINDS = ["kill", "pause", "partition", "oneway", "delay", "reset", "transfer", "compact", "defrag", "powerloss", "membership", "farbehind"] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface FaultRecord {
@@ -236,6 +238,10 @@ export class FaultInjector {
           return `${kind} ${m.name}: ${sub.detail}`;
         };
         rec.detail = await membershipChange(this.cluster, { heartbeatMs: Math.max(10, Math.round(e / 10)), electionMs: e, disrupt, log: this.opts.log });
+        return;
+      }
+      case "farbehind": {
+        Object.assign(rec, { leader: false }, await applyFarBehind(this.cluster, this.r, this.records.length));
         return;
       }
       case "transfer": {
