@@ -117,7 +117,9 @@ function main(): void {
     running.set(m.name, child);
     prefixLines(child, label);
     process.stdout.write(`${label} | started pid ${child.pid}: node ${opts.server} ${m.args.join(" ")}\n`);
-    child.on("exit", (code, signal) => {
+    // "close", not "exit": "exit" can come before the member's last output lines are read from
+    // its pipes, and ending the script then loses them (seen as a missing "bye" line under load).
+    child.on("close", (code, signal) => {
       running.delete(m.name);
       process.stdout.write(`${label} | exited (${signal ?? `code ${code}`})\n`);
       if (running.size === 0) process.exit(stopping ? 0 : 1);
