@@ -20,7 +20,7 @@ import { authError } from "./errors.js";
 import { isRangePermitted, mergePerms, RangePermCache } from "./range_perm_cache.js";
 import { PermType, ROOT_ROLE, ROOT_USER, type AuthInfo, type AuthRole, type AuthUser, type KeyPermission } from "./types.js";
 
-const SCHEMA = [
+export const AUTH_SCHEMA = [
   "CREATE TABLE IF NOT EXISTS auth (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID",
   "CREATE TABLE IF NOT EXISTS auth_users (name BLOB PRIMARY KEY, user BLOB NOT NULL) WITHOUT ROWID",
   "CREATE TABLE IF NOT EXISTS auth_roles (name BLOB PRIMARY KEY, role BLOB NOT NULL) WITHOUT ROWID",
@@ -101,7 +101,7 @@ export class AuthStore {
   private stmts!: Statements;
 
   constructor(private readonly o: AuthStoreOptions) {
-    o.backend.register({ name: "auth", schema: SCHEMA, recover: (tx) => this.recover(tx) });
+    o.backend.register({ name: "auth", schema: AUTH_SCHEMA, recover: (tx) => this.recover(tx) });
   }
 
   private recover(tx: BatchTx): void {

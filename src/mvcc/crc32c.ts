@@ -28,3 +28,10 @@ export class Crc32c {
 export function crc32c(data: Uint8Array): number {
   return new Crc32c().update(data).digest();
 }
+
+/** Go's crc32.Update(crc, castagnoliTable, data): a finished checksum continued over more bytes (etcd's WAL chains records so). */
+export function crc32cUpdate(crc: number, data: Uint8Array): number {
+  let c = ~crc >>> 0;
+  for (let i = 0; i < data.length; i++) c = TABLE[(c ^ data[i]!) & 0xff]! ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}

@@ -5,7 +5,7 @@
  * the new file (etcd's restoreAlarms).
  */
 
-const SCHEMA =
+export const ALARMS_SCHEMA =
   "CREATE TABLE IF NOT EXISTS alarms (member_id INTEGER NOT NULL, alarm INTEGER NOT NULL, PRIMARY KEY (member_id, alarm)) WITHOUT ROWID";
 import type { Backend } from "../backend/backend.js";
 import { compareNodeIds, type NodeId } from "../raft/types.js";
@@ -35,7 +35,7 @@ export class Alarms {
   private deleteStmt!: WriteStatement<[bigint, AlarmType]>;
 
   constructor(backend: Backend) {
-    backend.register({ name: "alarms", schema: SCHEMA, recover: (tx) => this.recover(tx) });
+    backend.register({ name: "alarms", schema: ALARMS_SCHEMA, recover: (tx) => this.recover(tx) });
   }
 
   private recover(tx: BatchTx): void {

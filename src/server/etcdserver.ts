@@ -40,6 +40,7 @@ import { memberCompactable, newCompactor, type Compactor } from "./compactor/ind
 import { ETCD_API_VERSION, type ServerConfig } from "./config.js";
 import { CorruptionCheck } from "./corrupt/corruption.js";
 import { forceNewCluster } from "./force_new_cluster.js";
+import { importEtcdDataDirIfPresent } from "../etcd_format/import/etcd_import.js";
 import { parseGoDurationMs } from "./flags.js";
 import { IdGenerator } from "./id_gen.js";
 import { LeaseCheckpoints } from "./lease_checkpoints.js";
@@ -186,6 +187,8 @@ export class EtcdServer {
   }
 
   static async start(o: EtcdServerOptions): Promise<EtcdServer> {
+    // A data dir etcd made (etcdctl snapshot restore, a stopped etcd member) becomes etcetera's first.
+    await importEtcdDataDirIfPresent(o.config, componentLogger(o.logger, "etcd-import"));
     const s = new EtcdServer(o, await EtcdServer.identity(o));
     await s.startRaft(o);
     return s;

@@ -5,7 +5,7 @@
  * A snapshot restore reloads it from the new file (etcd's cluster.Recover).
  */
 
-const SCHEMA = `
+export const MEMBERSHIP_SCHEMA = `
 CREATE TABLE IF NOT EXISTS members (id INTEGER PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS members_removed (id INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS conf_changes_refused (raft_index INTEGER PRIMARY KEY);
@@ -41,7 +41,7 @@ export class Membership {
     backend: Backend,
     readonly clusterId: NodeId,
   ) {
-    backend.register({ name: "membership", schema: SCHEMA, recover: (tx) => this.recover(tx) });
+    backend.register({ name: "membership", schema: MEMBERSHIP_SCHEMA, recover: (tx) => this.recover(tx) });
   }
 
   private recover(tx: BatchTx): void {
@@ -196,7 +196,7 @@ export function isStarted(m: Member): boolean {
   return m.name !== "";
 }
 
-function encodeMember(m: Member): Buffer {
+export function encodeMember(m: Member): Buffer {
   return Buffer.from(
     JSON.stringify({ name: m.name, peerUrls: m.peerUrls, clientUrls: m.clientUrls, isLearner: m.isLearner }),
   );
