@@ -18,3 +18,7 @@ export {
 } from "./backend_writer.js";
 export { streamEtcdSnapshot, type SnapshotChunk, type SnapshotStreamOptions, type SnapshotStreamResult } from "./snapshot_stream.js";
 export { snapshotStatus, type SnapshotStatus } from "./snapshot_status.js";
+export { EtcdFileError } from "./file_error.js";
+export * from "./raft_records.js";
+export { readEtcdWal, etcdWalSegments, ETCD_SEGMENT_SIZE_BYTES, type EtcdWal, type EtcdWalReadOptions, type EtcdWalSegment } from "./wal_reader.js";
+export { readEtcdSnapFile, readNewestEtcdSnap, etcdSnapNames, etcdV2Cluster, type EtcdSnapFile, type EtcdV2Cluster } from "./snap_reader.js";

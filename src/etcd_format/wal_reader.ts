@@ -36,6 +36,15 @@ export const WAL_CRC_TYPE = 4;
 export const WAL_SNAPSHOT_TYPE = 5;
 
 const FRAME_BYTES = 8;
+/** etcd's wal.SegmentSizeBytes: the last segment is always preallocated to it (a cut truncates only the segment it leaves). */
+export const ETCD_SEGMENT_SIZE_BYTES = 64 * 1000 * 1000;
+
+export interface EtcdWalReadOptions {
+  /** The snapshot marker to read from (index 0: from the start). */
+  readonly from?: EtcdWalSnapshot;
+  /** The size the last segment must have (etcd's SegmentSizeBytes): shorter is a truncated file. */
+  readonly segmentSizeBytes?: number;
+}
 const WAL_NAME = /^([0-9a-f]{16})-([0-9a-f]{16})\.wal$/;
 
 export interface EtcdWalSegment {
@@ -124,11 +133,13 @@ function* segmentRecords(file: string, buf: Buffer): Generator<RawRecord> {
 }
 
 /**
- * Reads the WAL from the snapshot marker `from` (index 0: from the start), as etcd's ReadAll.
+ * Reads the WAL from the snapshot marker `options.from` (index 0: from the start), as etcd's ReadAll.
  * Throws EtcdFileError on any damage, a conflicting metadata record, an entry that leaves a gap,
  * or a missing marker for `from`.
  */
-export function readEtcdWal(walDir: string, from: EtcdWalSnapshot = { index: 0, term: 0 }): EtcdWal {
+export function readEtcdWal(walDir: string, options: EtcdWalReadOptions = {}): EtcdWal {
+  const from = options.from ?? { index: 0, term: 0 };
+  const segmentSizeBytes = options.segmentSizeBytes ?? ETCD_SEGMENT_SIZE_BYTES;
   const segs = etcdWalSegments(walDir);
   if (segs.length === 0) throw new EtcdFileError(walDir, 0, "no WAL segments (%016x-%016x.wal)");
   const first = firstSegmentFor(segs, from.index);
@@ -144,6 +155,9 @@ export function readEtcdWal(walDir: string, from: EtcdWalSnapshot = { index: 0, 
   for (const seg of read) {
     const file = join(walDir, seg.name);
     const buf = readFileSync(file);
+    if (seg === read[read.length - 1] && buf.length < segmentSizeBytes) {
+      throw new EtcdFileError(file, buf.length, `the last segment is ${buf.length} bytes, etcd preallocates it to ${segmentSizeBytes}: truncated`);
+    }
     let records = 0;
     for (const rec of segmentRecords(file, buf)) {
       const decode = <T>(what: string, fn: (b: Uint8Array) => T): T => {

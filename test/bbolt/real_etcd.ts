@@ -47,7 +47,7 @@ export class RealEtcd {
     ];
   }
 
-  async start(): Promise<void> {
+  async start(extraArgs: readonly string[] = []): Promise<void> {
     const proc = spawn(
       ETCD_BIN,
       [
@@ -58,6 +58,7 @@ export class RealEtcd {
         `--listen-peer-urls=${this.peerUrl}`,
         `--initial-advertise-peer-urls=${this.peerUrl}`,
         `--initial-cluster=${this.name}=${this.peerUrl}`,
+        ...extraArgs,
       ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );

@@ -35,6 +35,8 @@ export interface ImportConfig {
   readonly dataDir: string;
   readonly walDir: string;
   readonly snapDir: string;
+  /** etcd's SegmentSizeBytes (tests with short segments); 64 MB by default. */
+  readonly etcdSegmentSizeBytes?: number;
 }
 
 /** True when `db` is a file that is not SQLite (etcd's bbolt; the bbolt reader refuses anything else). */
@@ -72,7 +74,13 @@ export async function importEtcdDataDirIfPresent(c: ImportConfig, logger: Logger
   }
   if (existsSync(original)) throw new ImportRefusedError(`${original} exists from an earlier import: move it away before importing ${member}`);
   rmSync(staged, { recursive: true, force: true });
-  await importInto(c, staged, logger);
+  try {
+    await importInto(c, staged, logger);
+  } catch (err) {
+    // Refused: etcd's files are as they were; nothing of the attempt is left behind.
+    rmSync(staged, { recursive: true, force: true });
+    throw err;
+  }
   await fsyncDir(staged);
   await fsyncDir(c.dataDir);
   renameSync(member, original);
@@ -87,7 +95,7 @@ async function importInto(c: ImportConfig, staged: string, logger: Logger): Prom
   logger.info({ dataDir: c.dataDir }, "importing etcd's data dir");
   const snap = readNewestEtcdSnap(c.snapDir);
   const snapIndex = snap?.metadata.index ?? 0;
-  const wal = readEtcdWal(c.walDir, { index: snapIndex, term: snap?.metadata.term ?? 0 });
+  const wal = readEtcdWal(c.walDir, { from: { index: snapIndex, term: snap?.metadata.term ?? 0 }, segmentSizeBytes: c.etcdSegmentSizeBytes });
   const dbPath = join(c.snapDir, "db");
   const source = EtcdBackendReader.open(dbPath);
   try {

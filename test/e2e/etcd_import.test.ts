@@ -1,0 +1,228 @@
+/**
+ * etcd's data dir as etcetera's input. Real etcd 3.4 (whatever E2E_TARGET says) writes the data:
+ * a stopped member's data dir, and the data dir `etcdctl snapshot restore` makes from real etcd's
+ * snapshot. The target then starts on that dir: etcetera imports it on its first start; against
+ * etcd (E2E_TARGET=etcd) the same checks are etcd's own restart, the reference. Both must serve
+ * identical data (every key with its revisions, version and lease, the compaction, the revision),
+ * the lease with its TTL, users and roles (auth enabled), the member list and cluster id, and accept
+ * a write at the next revision.
+ *
+ * Ids: etcd's member, cluster and automatic lease ids use 64 bits, etcetera's are below 2^52 until
+ * exact 64-bit ids land (issue 16; the import refuses an id it would have to change). So the
+ * member advertises a fixed peer URL with a cluster token chosen so that etcd's member and cluster
+ * ids are below 2^52 (a single member never dials its own peer URL), and the lease takes an id of
+ * the client's choosing.
+ */
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { reservePort } from "../ports.js";
+import { clients, unary } from "./grpc_client.js";
+import { etcdctl, Member, TARGET_ETCD, type CtlResult } from "./harness.js";
+
+/** sha1("http://127.0.0.1:1" + token) and its cluster id are below 2^52 (found by search). */
+const TOKEN = "etcetera-import-1504462";
+const PEER_URL = "http://127.0.0.1:1";
+const MEMBER_ID = "3d04818883d79";
+const LEASE_ID = 0x1234567;
+const PASSWORD = "pw-import";
+
+const dir = mkdtempSync(join(tmpdir(), "etcetera-etcd-import-"));
+const running: Member[] = [];
+afterAll(async () => {
+  for (const m of running) await m.kill("SIGKILL");
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function member(name: string, target: "etcd" | "etcetera"): Promise<Member> {
+  const clientPort = await reservePort();
+  const peerPort = await reservePort();
+  const dataDir = join(dir, `${name}.etcd`);
+  const m = new Member({ name: "n1", clientPort, peerPort, dataDir }, [
+    "--name=n1",
+    `--data-dir=${dataDir}`,
+    `--listen-client-urls=http://127.0.0.1:${clientPort}`,
+    `--advertise-client-urls=http://127.0.0.1:${clientPort}`,
+    `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+    `--initial-advertise-peer-urls=${PEER_URL}`,
+    `--initial-cluster=n1=${PEER_URL}`,
+    `--initial-cluster-token=${TOKEN}`,
+    "--log-level=info",
+  ], {}, target);
+  running.push(m);
+  return m;
+}
+
+/** The same member's flags on another process (the target on the source's data dir). */
+function onSameDir(source: Member, target: "etcd" | "etcetera"): Member {
+  const args = (source as unknown as { args: string[] }).args;
+  const m = new Member(source.spec, args, {}, target);
+  running.push(m);
+  return m;
+}
+
+const TARGET: "etcd" | "etcetera" = TARGET_ETCD ? "etcd" : "etcetera";
+
+async function ok(m: Member, args: string[], auth = true): Promise<string> {
+  const r: CtlResult = await etcdctl(m.endpoint, [...(auth ? [`--user=root:${PASSWORD}`] : []), ...args]);
+  if (r.code !== 0) throw new Error(`etcdctl ${args.join(" ")} failed (${r.code}): ${r.stderr}\n${m.log.slice(-4000)}`);
+  return r.stdout;
+}
+
+/** Writes a history with overwrites, a delete, a compaction, a txn, a lease, users and roles; enables auth. */
+async function writeHistory(m: Member): Promise<void> {
+  for (let i = 0; i < 20; i++) await ok(m, ["put", `k${i % 7}`, `v${i}`], false);
+  await ok(m, ["del", "k3"], false);
+  await ok(m, ["compact", "10"], false);
+  await ok(m, ["txn"], false).catch(() => undefined);
+  const c = clients(m.endpoint);
+  try {
+    await unary(c.lease, "LeaseGrant", { TTL: 600, ID: LEASE_ID });
+  } finally {
+    c.close();
+  }
+  await ok(m, ["put", "leased", "x", `--lease=${LEASE_ID.toString(16)}`], false);
+  await ok(m, ["put", "bin\u00ff", "after-compaction"], false);
+  await ok(m, ["user", "add", `root:${PASSWORD}`], false);
+  await ok(m, ["user", "add", "alice:alice-pw"], false);
+  await ok(m, ["role", "add", "reader"], false);
+  await ok(m, ["role", "grant-permission", "reader", "read", "k", "--prefix"], false);
+  await ok(m, ["user", "grant-role", "alice", "reader"], false);
+  await ok(m, ["auth", "enable"], false);
+}
+
+interface View {
+  revision: number;
+  kvs: unknown;
+  history: unknown;
+  compactedError: string;
+  lease: { ttl: number; grantedTtl: number; keys: string[] };
+  users: string;
+  alice: string;
+  roles: string;
+  reader: string;
+  members: unknown;
+  clusterId: string;
+}
+
+/** Everything a client sees of the data, in comparable form. */
+async function view(m: Member): Promise<View> {
+  const all = JSON.parse(await ok(m, ["get", "", "--prefix", "-w", "json"])) as { header: { revision: number; cluster_id: string | number }; kvs: unknown };
+  const history = JSON.parse(await ok(m, ["get", "k", "--prefix", "--rev=12", "-w", "json"])) as { kvs: unknown };
+  const compacted = await etcdctl(m.endpoint, [`--user=root:${PASSWORD}`, "get", "k1", "--rev=5"]);
+  const ttl = JSON.parse(await ok(m, ["lease", "timetolive", LEASE_ID.toString(16), "--keys", "-w", "json"])) as { ttl: number; "granted-ttl": number; keys?: string[] };
+  const members = JSON.parse(await ok(m, ["member", "list", "-w", "json"])) as { header: { cluster_id: string | number }; members: { ID: string | number; name: string; peerURLs: string[] }[] };
+  return {
+    revision: all.header.revision,
+    kvs: all.kvs,
+    history: history.kvs,
+    compactedError: compacted.stderr.trim().split("\n").pop() ?? "",
+    lease: { ttl: ttl.ttl, grantedTtl: ttl["granted-ttl"], keys: (ttl.keys ?? []).map((k) => Buffer.from(k, "base64").toString()) },
+    users: await ok(m, ["user", "list"]),
+    alice: await ok(m, ["user", "get", "alice"]),
+    roles: await ok(m, ["role", "list"]),
+    reader: await ok(m, ["role", "get", "reader"]),
+    members: members.members.map((x) => ({ id: BigInt(x.ID).toString(16), name: x.name, peerURLs: x.peerURLs })),
+    clusterId: BigInt(all.header.cluster_id).toString(16),
+  };
+}
+
+function expectSameData(after: View, before: View): void {
+  expect((before.kvs as unknown[]).length).toBe(8);
+  expect(after.kvs).toEqual(before.kvs);
+  expect(after.history).toEqual(before.history);
+  expect(after.revision).toBe(before.revision);
+  expect(after.compactedError).toBe("Error: etcdserver: mvcc: required revision has been compacted");
+  expect(after.lease.grantedTtl).toBe(600);
+  expect(after.lease.keys).toEqual(["leased"]);
+  // etcd 3.4 restarts an unchekpointed lease at its full TTL.
+  expect(after.lease.ttl).toBeGreaterThan(500);
+  expect(after.users).toBe(before.users);
+  expect(after.alice).toBe(before.alice);
+  expect(after.roles).toBe(before.roles);
+  expect(after.reader).toBe(before.reader);
+  expect(after.members).toEqual(before.members);
+  expect(after.clusterId).toBe(before.clusterId);
+}
+
+async function expectNextWrite(m: Member, before: View): Promise<void> {
+  const put = JSON.parse(await ok(m, ["put", "after-import", "y", "-w", "json"])) as { header: { revision: number } };
+  expect(put.header.revision).toBe(before.revision + 1);
+  const got = JSON.parse(await ok(m, ["get", "after-import", "-w", "json"])) as { kvs: { create_revision: number; version: number }[] };
+  expect(got.kvs[0]).toMatchObject({ create_revision: before.revision + 1, version: 1 });
+  // alice reads under her role, and nothing else: the imported auth state is enforced.
+  const aliceRead = await etcdctl(m.endpoint, ["--user=alice:alice-pw", "get", "k1"]);
+  expect(aliceRead.code, aliceRead.stderr).toBe(0);
+  const aliceWrite = await etcdctl(m.endpoint, ["--user=alice:alice-pw", "put", "k1", "no"]);
+  expect(aliceWrite.stderr).toContain("permission denied");
+}
+
+function sha256(path: string): string {
+  return createHash("sha256").update(readFileSync(path)).digest("hex");
+}
+
+describe(`etcd's data dir as input (${TARGET} on real etcd's files)`, () => {
+  it("a stopped etcd 3.4 member's data dir: identical data, next write at the next revision", async () => {
+    const source = await member("stopped", "etcd");
+    source.start();
+    await source.waitReady();
+    await writeHistory(source);
+    const before = await view(source);
+    expect(before.members).toEqual([{ id: MEMBER_ID, name: "n1", peerURLs: [PEER_URL] }]);
+    await source.kill("SIGTERM");
+    const dbHash = sha256(join(source.spec.dataDir, "member", "snap", "db"));
+
+    const target = onSameDir(source, TARGET);
+    target.start();
+    await target.waitReady();
+    expectSameData(await view(target), before);
+    await expectNextWrite(target, before);
+    if (TARGET === "etcetera") {
+      expect(target.log).toContain("imported etcd's data dir");
+      // etcd's files are kept as they were.
+      expect(sha256(join(source.spec.dataDir, "member.etcd-original", "snap", "db"))).toBe(dbHash);
+    }
+    await target.kill("SIGTERM");
+    // A restart serves the imported data again (and does not import twice).
+    target.start();
+    await target.waitReady();
+    const again = await view(target);
+    expect(again.revision).toBe(before.revision + 1);
+    expect(again.kvs).toEqual(expect.arrayContaining(before.kvs as unknown[]));
+    await target.kill("SIGTERM");
+  }, 120_000);
+
+  it("a data dir made by etcdctl snapshot restore from real etcd's snapshot: identical data", async () => {
+    const source = await member("snapshot-source", "etcd");
+    source.start();
+    await source.waitReady();
+    await writeHistory(source);
+    const before = await view(source);
+    const snap = join(dir, "etcd.snapshot.db");
+    await ok(source, ["snapshot", "save", snap]);
+    await source.kill("SIGTERM");
+
+    const restored = await member("restored", TARGET);
+    const r = await etcdctl("127.0.0.1:1", [
+      "snapshot",
+      "restore",
+      snap,
+      "--name=n1",
+      `--data-dir=${restored.spec.dataDir}`,
+      `--initial-cluster=n1=${PEER_URL}`,
+      `--initial-advertise-peer-urls=${PEER_URL}`,
+      `--initial-cluster-token=${TOKEN}`,
+    ]);
+    expect(r.code, r.stderr).toBe(0);
+    restored.start();
+    await restored.waitReady();
+    const after = await view(restored);
+    // The restored member is the same member (same peer URL and token), now published under its name.
+    expectSameData(after, before);
+    await expectNextWrite(restored, before);
+    if (TARGET === "etcetera") expect(existsSync(join(restored.spec.dataDir, "member.etcd-original", "wal"))).toBe(true);
+    await restored.kill("SIGTERM");
+  }, 120_000);
+});
