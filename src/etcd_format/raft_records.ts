@@ -70,6 +70,11 @@ export interface EtcdWalSnapshot {
   readonly term: number;
 }
 
+/** etcd 3.4 writes no other fields: one is damage (a record whose type byte flipped decodes as another message). */
+function unknown(f: ProtoField, message: string): never {
+  throw new ProtoFieldError(`${message} has no field ${f.field}`);
+}
+
 function num(f: ProtoField, what: string): number {
   return asSafeNumber(expectVarint(f, what), what);
 }
@@ -108,7 +113,9 @@ export function decodeEtcdEntry(buf: Uint8Array): EtcdEntry {
     else if (f.field === 2) term = num(f, "Entry.Term");
     else if (f.field === 3) index = num(f, "Entry.Index");
     else if (f.field === 4) data = expectBytes(f, "Entry.Data");
+    else unknown(f, "raftpb.Entry");
   }
+  if (index === 0) throw new ProtoFieldError("Entry.Index 0");
   if (type !== ETCD_ENTRY_NORMAL && type !== ETCD_ENTRY_CONF_CHANGE && type !== ETCD_ENTRY_CONF_CHANGE_V2) throw new ProtoFieldError(`Entry.Type ${type} unknown`);
   return { term, index, type, data };
 }
@@ -121,7 +128,9 @@ export function decodeEtcdHardState(buf: Uint8Array): EtcdHardState {
     if (f.field === 1) term = num(f, "HardState.Term");
     else if (f.field === 2) vote = expectVarint(f, "HardState.Vote");
     else if (f.field === 3) commit = num(f, "HardState.Commit");
+    else unknown(f, "raftpb.HardState");
   }
+  if (commit > 0 && term === 0) throw new ProtoFieldError(`HardState commit ${commit} at term 0`);
   return { term, vote, commit };
 }
 
@@ -168,6 +177,7 @@ export function decodeEtcdWalMetadata(buf: Uint8Array): EtcdWalMetadata {
   for (const f of protoFields(buf)) {
     if (f.field === 1) nodeId = expectVarint(f, "Metadata.NodeID");
     else if (f.field === 2) clusterId = expectVarint(f, "Metadata.ClusterID");
+    else unknown(f, "etcdserverpb.Metadata");
   }
   if (nodeId === 0n) throw new ProtoFieldError("Metadata.NodeID is 0");
   return { nodeId, clusterId };
@@ -179,6 +189,7 @@ export function decodeEtcdWalSnapshot(buf: Uint8Array): EtcdWalSnapshot {
   for (const f of protoFields(buf)) {
     if (f.field === 1) index = num(f, "walpb.Snapshot.index");
     else if (f.field === 2) term = num(f, "walpb.Snapshot.term");
+    else unknown(f, "walpb.Snapshot");
   }
   return { index, term };
 }

@@ -147,6 +147,7 @@ export function readEtcdWal(walDir: string, options: EtcdWalReadOptions = {}): E
   let metadata: EtcdWalMetadata | undefined;
   let metadataBytes: Buffer | undefined;
   let hardState: EtcdHardState = { term: 0, vote: 0n, commit: 0 };
+  let hardStateAt = { file: "", offset: 0 };
   const entries: EtcdEntry[] = [];
   const snapshots: EtcdWalSnapshot[] = [];
   let matched = false;
@@ -198,6 +199,7 @@ export function readEtcdWal(walDir: string, options: EtcdWalReadOptions = {}): E
         }
         case WAL_STATE_TYPE:
           hardState = decode("raftpb.HardState", decodeEtcdHardState);
+          hardStateAt = { file, offset: rec.offset };
           break;
         case WAL_SNAPSHOT_TYPE: {
           const s = decode("walpb.Snapshot", decodeEtcdWalSnapshot);
@@ -217,5 +219,14 @@ export function readEtcdWal(walDir: string, options: EtcdWalReadOptions = {}): E
   const lastFile = join(walDir, read[read.length - 1]!.name);
   if (metadata === undefined) throw new EtcdFileError(lastFile, 0, "no metadata record in the WAL");
   if (!matched) throw new EtcdFileError(lastFile, 0, `no snapshot marker for index ${from.index} term ${from.term} in the WAL`);
+  // Raft's invariants across records (the record type is outside the crc, so a flipped type bit
+  // turns an entry into a hard state or back; these catch what the strict decoding lets through).
+  const lastIndex = entries.length > 0 ? entries[entries.length - 1]!.index : from.index;
+  const maxTerm = entries.reduce((t, e) => Math.max(t, e.term), from.term);
+  if (hardState.term < maxTerm) throw new EtcdFileError(hardStateAt.file || lastFile, hardStateAt.offset, `hard state term ${hardState.term} is below the term ${maxTerm} of an entry in the log`);
+  if (hardState.commit > lastIndex) throw new EtcdFileError(hardStateAt.file || lastFile, hardStateAt.offset, `hard state commit ${hardState.commit} is beyond the last entry ${lastIndex}`);
+  for (let i = 1; i < entries.length; i++) {
+    if (entries[i]!.term < entries[i - 1]!.term) throw new EtcdFileError(lastFile, 0, `entry ${entries[i]!.index} has term ${entries[i]!.term}, below the term ${entries[i - 1]!.term} of the entry before it`);
+  }
   return { metadata, hardState, entries, snapshots, segments: read.map((s) => s.name) };
 }

@@ -62,7 +62,7 @@ function expectRefusal(err: unknown, file: string): void {
 
 type Outcome = "refused" | "same" | "prefix";
 
-function walOutcome(bytes: Uint8Array, good: EtcdWal | undefined, torn: number | undefined): Outcome {
+function walOutcome(bytes: Uint8Array, good: EtcdWal | undefined, torn: number | undefined, what = ""): Outcome {
   const walDir = join(dir, "fuzz-wal");
   rmSync(walDir, { recursive: true, force: true });
   mkdirSync(walDir);
@@ -79,7 +79,11 @@ function walOutcome(bytes: Uint8Array, good: EtcdWal | undefined, torn: number |
   // Only a torn file cut between records (or inside a record's padding, which is zeros anyway)
   // may read differently: as the log up to the cut.
   const atBoundary = torn !== undefined && [...boundaries].some((b) => b >= torn && segment.subarray(torn, b).every((x) => x === 0));
-  expect(atBoundary, `read differently without a cut at a record boundary (cut ${torn})`).toBe(true);
+  const a = stringify(wal);
+  const b = stringify(good);
+  let d = 0;
+  while (d < a.length && a[d] === b[d]) d++;
+  expect(atBoundary, `read differently without a cut at a record boundary (cut ${torn}; ${what}): read ${a.slice(d - 80, d + 80)} for ${b.slice(d - 80, d + 80)}`).toBe(true);
   expect(stringify(good.entries.slice(0, wal.entries.length))).toBe(stringify(wal.entries));
   return "prefix";
 }
@@ -106,8 +110,12 @@ describe("etcd WAL and .snap readers on damaged files", () => {
     for (let i = 0; i < 300; i++) {
       const bad = Buffer.from(segment);
       const flips = 1 + Math.floor(rand() * 3);
-      for (let f = 0; f < flips; f++) bad[Math.floor(rand() * bad.length)]! ^= 1 << Math.floor(rand() * 8);
-      const o = walOutcome(bad, good, undefined);
+      const at: number[] = [];
+      for (let f = 0; f < flips; f++) {
+        at.push(Math.floor(rand() * bad.length));
+        bad[at.at(-1)!]! ^= 1 << Math.floor(rand() * 8);
+      }
+      const o = walOutcome(bad, good, undefined, `flips at ${at.join(", ")}`);
       expect(o, "a bit flip never reads as another log").not.toBe("prefix");
       counts[o]++;
     }
