@@ -1,8 +1,8 @@
 /**
  * Real etcd 3.4's data dirs for the WAL/.snap reader and import tests: a member started with a
  * small --snapshot-count (so it writes .snap files and keeps entries after them), some writes, a
- * clean stop. The member advertises a fixed peer URL with a cluster token chosen so that etcd's
- * member and cluster ids fit etcetera's ids (below 2^52; test/e2e/etcd_import.test.ts says why).
+ * clean stop. The member advertises a fixed peer URL with a fixed cluster token, so its member and
+ * cluster ids are known.
  */
 import { RealEtcd } from "../bbolt/real_etcd.js";
 

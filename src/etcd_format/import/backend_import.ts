@@ -15,7 +15,7 @@ import { META_CONSISTENT_INDEX, META_TERM } from "../../mvcc/kvstore.js";
 import { META_FINISHED_COMPACT, META_SCHEDULED_COMPACT } from "../../mvcc/kvstore_compaction.js";
 import { packRev } from "../../mvcc/revision.js";
 import { ALARMS_SCHEMA } from "../../server/alarms.js";
-import type { Member } from "../../server/member.js";
+import { idToSqlite, type Member } from "../../server/member.js";
 import { encodeMember, MEMBERSHIP_SCHEMA } from "../../server/membership.js";
 import type { EtcdBackendReader } from "../backend_reader.js";
 import { encodeRole, encodeUser } from "../records.js";
@@ -94,12 +94,12 @@ function writeTables(db: Database.Database, o: BackendImportOptions): BackendImp
   }
 
   const putMember = db.prepare("INSERT INTO members (id, value) VALUES (?, ?)");
-  for (const m of o.members) putMember.run(m.id, encodeMember(m));
+  for (const m of o.members) putMember.run(idToSqlite(m.id), encodeMember(m));
   const putRemoved = db.prepare("INSERT OR IGNORE INTO members_removed (id) VALUES (?)");
-  for (const id of o.removedMemberIds) putRemoved.run(importNodeId(id, "removed member id"));
+  for (const id of o.removedMemberIds) putRemoved.run(idToSqlite(importNodeId(id, "removed member id")));
 
   const putAlarm = db.prepare("INSERT OR IGNORE INTO alarms (member_id, alarm) VALUES (?, ?)");
-  for (const a of src.alarms()) putAlarm.run(importNodeId(a.memberId, "alarm member id"), a.alarm);
+  for (const a of src.alarms()) putAlarm.run(idToSqlite(importNodeId(a.memberId, "alarm member id")), a.alarm);
 
   const auth = src.auth();
   const putAuth = db.prepare("INSERT OR REPLACE INTO auth (key, value) VALUES (?, ?)");

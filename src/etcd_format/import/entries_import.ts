@@ -113,7 +113,7 @@ function confChangeEntry(e: EtcdEntry): Entry {
     context = encodeConfChangeContext({ requestId: 0, member, isPromote });
   }
   const type = CONF_TYPES[cc.type]!;
-  return { term: e.term, index: e.index, type: EntryType.ConfChange, data: encodeConfChangeV1({ id: 0, type, nodeId, context }) };
+  return { term: e.term, index: e.index, type: EntryType.ConfChange, data: encodeConfChangeV1({ id: cc.id, type, nodeId, context }) };
 }
 
 /** etcd's entries as etcetera's, in order; refuses what etcetera cannot apply exactly. */

@@ -131,7 +131,7 @@ async function importInto(c: ImportConfig, staged: string, logger: Logger): Prom
     };
     const tail = importEntries(wal.entries.filter((e) => e.index > ci));
     const hs = wal.hardState;
-    const hardState = { term: Math.max(hs.term, term), vote: hs.vote === 0n ? 0 : importNodeId(hs.vote, "hard state vote"), commit: Math.max(hs.commit, ci) };
+    const hardState = { term: Math.max(hs.term, term), vote: hs.vote === 0n ? 0n : importNodeId(hs.vote, "hard state vote"), commit: Math.max(hs.commit, ci) };
 
     mkdirSync(join(staged, "snap"), { recursive: true });
     const imported = importBackend({
