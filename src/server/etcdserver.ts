@@ -39,6 +39,7 @@ import { Applier } from "./apply.js";
 import { memberCompactable, newCompactor, type Compactor } from "./compactor/index.js";
 import { ETCD_API_VERSION, type ServerConfig } from "./config.js";
 import { CorruptionCheck } from "./corrupt/corruption.js";
+import { defragment } from "./defrag.js";
 import { forceNewCluster } from "./force_new_cluster.js";
 import { importEtcdDataDirIfPresent } from "../etcd_format/import/etcd_import.js";
 import { parseGoDurationMs } from "./flags.js";
@@ -422,6 +423,16 @@ export class EtcdServer {
         onPromoted: () => promotions.inc(),
         logger: this.logger,
       }),
+      defragment: () =>
+        defragment({
+          memberId: this.memberId,
+          status: () => this.raw.status(),
+          isActive: (id) => this.transport.activeSince(id) !== undefined,
+          moveLeader: (to) => this.api.moveLeader(to),
+          backend: this.backend,
+          vacuum: () => this.kv.defragment(),
+          logger: this.logger,
+        }),
     });
 
     const peers = new Map<NodeId, readonly string[]>();

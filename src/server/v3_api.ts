@@ -59,6 +59,8 @@ export interface V3ApiOptions {
   /** Runs before a MoveLeader transfer (lease checkpoints, so the next leader keeps what is left). */
   beforeLeaderTransfer?: () => Promise<void>;
   reconfigure: Pick<Reconfigure, "addMember" | "removeMember" | "updateMember" | "promoteMember">;
+  /** Maintenance.Defragment (defrag.ts: a leader hands leadership on before it vacuums). */
+  defragment(): Promise<void>;
 }
 
 export class V3Api implements V3Server {
@@ -314,8 +316,8 @@ export class V3Api implements V3Server {
     return this.o.kv.hashKV(revision);
   }
 
-  defragment(): void {
-    this.o.kv.defragment();
+  defragment(): Promise<void> {
+    return this.o.defragment();
   }
 
   snapshot(send: (chunk: SnapshotChunk) => Promise<void>): Promise<void> {

@@ -134,7 +134,7 @@ export interface V3Server {
   backendSizeBytes(): number;
   hash(): { hash: number; revision: number };
   hashKV(revision: number): HashKvResult;
-  defragment(): void;
+  defragment(): Promise<void>;
   moveLeader(transferee: NodeId): Promise<void>;
   /**
    * Streams the backend at one consistent point as etcd 3.4's snapshot: the bbolt file in chunks

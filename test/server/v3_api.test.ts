@@ -44,6 +44,7 @@ function setup() {
       updateMember: async () => Promise.reject(new Error("not used")),
       promoteMember: async () => Promise.reject(new Error("not used")),
     },
+    defragment: async () => Promise.reject(new Error("not used")),
   });
   return { api, kv, reads, proposed, setAnswer: (o: ApplyOutcome) => (answer = o) };
 }

@@ -60,7 +60,7 @@ export function maintenanceService(s: V3Server): MemberHandlers<"etcdserverpb.Ma
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         await requireAdminUnmapped(s, ctx);
-        s.defragment();
+        await s.defragment();
         // etcd 3.4 answers an empty DefragmentResponse, header included.
         return {};
       }),
