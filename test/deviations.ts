@@ -173,6 +173,12 @@ export interface BehaviourDeviation {
 }
 
 export const BEHAVIOUR_DEVIATIONS: Readonly<Record<string, BehaviourDeviation>> = {
+  "defrag-leader-hands-off": {
+    where: "test/e2e/defrag_under_load.test.ts",
+    etcd: "a leader asked to defragment stays leader: its raft goroutines keep heartbeating while the defrag holds its backend",
+    ours: "the leader of a cluster with other voters first transfers leadership to the most up-to-date active voter (as etcdctl move-leader), logged at info with the reason, then vacuums as a follower",
+    why: "SQLite's VACUUM holds the member's one thread, so a leader vacuuming would send no heartbeats and the cluster would take no writes until an election; handed on, the others keep committing as they do around etcd's defrag",
+  },
   "pprof-node-profiles": {
     where: "test/e2e/pprof.test.ts",
     etcd: "--enable-pprof serves Go's net/http/pprof: gzipped protobuf profiles (profile, heap, goroutine, block, mutex, ...)",
