@@ -182,7 +182,11 @@ export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCr
     const worker = async (w: number) => {
       while (!stop) {
         const n = next++;
-        const conn = conns[(n + w) % conns.length]!;
+        // A member that is down (snapshot-install stops a follower) is skipped: calls into a dead
+        // endpoint can hang past their deadline while gRPC reconnects, and would take every worker.
+        let i = (n + w) % conns.length;
+        for (let k = 0; k < conns.length && !members[i]!.running; k++) i = (i + 1) % conns.length;
+        const conn = conns[i]!;
         try {
           const r = await conn.execute({ kind: "put", key: `${KEY_PREFIX}${n}`, value: valueOf(o.seed, n, valueBytes) }, 5_000);
           acked.set(n, r.revision);

@@ -74,7 +74,10 @@ export async function awaitInstallStep(o: InstallCutOptions): Promise<string> {
   const before = o.ackedCount();
   const deadline = Date.now() + 120_000;
   while (o.ackedCount() < before + o.writesWhileDown) {
-    if (Date.now() > deadline) throw new Error(`only ${o.ackedCount() - before} of ${o.writesWhileDown} puts acknowledged within 120 s with ${f.spec.name} down`);
+    if (Date.now() > deadline) {
+      const logs = o.members.filter((m) => m !== f).map((m) => `==== ${m.spec.name}\n${m.log.slice(-4000)}`);
+      throw new Error(`only ${o.ackedCount() - before} of ${o.writesWhileDown} puts acknowledged within 120 s with ${f.spec.name} down\n${logs.join("\n")}`);
+    }
     await sleep(20);
   }
   const step = Math.floor(o.rnd() * INSTALL_STEPS.length);
