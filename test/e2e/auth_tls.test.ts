@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { etcdctl, Member } from "./harness.js";
+import { enableAuthWithRootAndU1 } from "./auth_setup.js";
 import { type Ca, type Leaf, makeCa, makeLeaf } from "./tls_certs.js";
 import { singleMemberArgs } from "./tls_process.js";
 
@@ -55,14 +56,7 @@ beforeAll(async () => {
   member.start();
   await member.waitReady();
   endpoint = `https://127.0.0.1:${m.clientPort}`;
-  await ok(rootCert, "user", "add", "root:rootpw");
-  await ok(rootCert, "role", "add", "root");
-  await ok(rootCert, "user", "grant-role", "root", "root");
-  await ok(rootCert, "user", "add", "u1:u1pw");
-  await ok(rootCert, "role", "add", "r1");
-  await ok(rootCert, "role", "grant-permission", "r1", "readwrite", "app/", "--prefix");
-  await ok(rootCert, "user", "grant-role", "u1", "r1");
-  expect(await ok(rootCert, "auth", "enable")).toBe("Authentication Enabled\n");
+  expect(await enableAuthWithRootAndU1((...args) => ok(rootCert, ...args))).toBe("Authentication Enabled\n");
 }, 60_000);
 
 afterAll(async () => {

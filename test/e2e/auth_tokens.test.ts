@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { clients, expectStatus, unary } from "./grpc_client.js";
 import { Cluster, etcdctl, sleep } from "./harness.js";
+import { enableAuthWithRootAndU1 } from "./auth_setup.js";
 
 let cluster: Cluster | undefined;
 let c: ReturnType<typeof clients> | undefined;
@@ -41,14 +42,7 @@ async function startWithAuth(extraArgs: (dir: string) => string[]): Promise<{ ep
   cluster = await Cluster.create({ size: 1, extraArgs: extraArgs(dir) });
   await cluster.start();
   const ep = cluster.endpoints;
-  await ok(ep, "user", "add", "root:rootpw");
-  await ok(ep, "role", "add", "root");
-  await ok(ep, "user", "grant-role", "root", "root");
-  await ok(ep, "user", "add", "u1:u1pw");
-  await ok(ep, "role", "add", "r1");
-  await ok(ep, "role", "grant-permission", "r1", "readwrite", "app/", "--prefix");
-  await ok(ep, "user", "grant-role", "u1", "r1");
-  expect(await ok(ep, "auth", "enable")).toBe("Authentication Enabled\n");
+  expect(await enableAuthWithRootAndU1((...args) => ok(ep, ...args))).toBe("Authentication Enabled\n");
   c = clients(cluster.members[0]!.endpoint);
   return { ep, c };
 }

@@ -9,14 +9,16 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { b64, normalizeIds, openStream, post, type JsonObject } from "./gateway_client.js";
 import { gatewayHeader, useGatewayMember } from "./gateway_member.js";
 import { etcdctl } from "./harness.js";
+import { enableAuthWithRootAndU1 } from "./auth_setup.js";
 
 const gw = useGatewayMember();
 const err = (message: string, code: number) => ({ error: message, message, code });
 const json = (o: unknown) => JSON.stringify(o);
 
-async function ctl(...args: string[]): Promise<void> {
+async function ctl(...args: string[]): Promise<string> {
   const r = await etcdctl(gw.endpoint, args);
   if (r.code !== 0) throw new Error(`etcdctl ${args.join(" ")} failed: ${r.stderr}\n${gw.member.log.slice(-3000)}`);
+  return r.stdout;
 }
 
 async function login(name: string, password: string): Promise<string> {
@@ -29,14 +31,7 @@ async function login(name: string, password: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  await ctl("user", "add", "root:rootpw");
-  await ctl("role", "add", "root");
-  await ctl("user", "grant-role", "root", "root");
-  await ctl("user", "add", "u1:u1pw");
-  await ctl("role", "add", "r1");
-  await ctl("role", "grant-permission", "r1", "readwrite", "app/", "--prefix");
-  await ctl("user", "grant-role", "u1", "r1");
-  await ctl("auth", "enable");
+  expect(await enableAuthWithRootAndU1((...args) => ctl(...args))).toBe("Authentication Enabled\n");
 });
 
 describe("auth over the JSON gateway", () => {
