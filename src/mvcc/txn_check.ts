@@ -31,24 +31,34 @@ function checkRequestOp(u: RequestOp, maxTxnOps: number): void {
   } else if (u.requestDeleteRange) {
     if (bytesOf(u.requestDeleteRange.key).length === 0) throw new ErrEmptyKey();
   } else if (u.requestTxn) {
-    checkTxnRequest(u.requestTxn, maxTxnOps);
+    checkTxnOps(u.requestTxn, maxTxnOps);
   } else {
     // An empty op (no request set): etcd's checkRequestOp answers ErrGRPCKeyNotFound.
     throw new ErrKeyNotFound();
   }
 }
 
-/** etcd checkTxnRequest: op counts, empty keys, then duplicate writes. */
-export function checkTxnRequest(r: TxnRequest, maxTxnOps: number = DEFAULT_MAX_TXN_OPS): void {
+/**
+ * etcd's checkTxnRequest, recursive: op counts (a nested txn may use what its parent's widest
+ * branch leaves of --max-txn-ops) and empty keys, through every nested txn, before any
+ * duplicate-write check (so an empty key anywhere wins over a duplicate: etcd's order).
+ */
+function checkTxnOps(r: TxnRequest, maxTxnOps: number): void {
   const cmp = r.compare ?? [];
   const success = r.success ?? [];
   const failure = r.failure ?? [];
-  if (cmp.length > maxTxnOps || success.length > maxTxnOps || failure.length > maxTxnOps) throw new ErrTooManyOps();
+  const opc = Math.max(cmp.length, success.length, failure.length);
+  if (opc > maxTxnOps) throw new ErrTooManyOps();
   for (const c of cmp) if (bytesOf(c.key).length === 0) throw new ErrEmptyKey();
-  for (const u of success) checkRequestOp(u, maxTxnOps - 1);
-  for (const u of failure) checkRequestOp(u, maxTxnOps - 1);
-  checkIntervals(success);
-  checkIntervals(failure);
+  for (const u of success) checkRequestOp(u, maxTxnOps - opc);
+  for (const u of failure) checkRequestOp(u, maxTxnOps - opc);
+}
+
+/** etcd's kvServer.Txn checks: checkTxnRequest over the whole tree, then each branch's duplicate writes. */
+export function checkTxnRequest(r: TxnRequest, maxTxnOps: number = DEFAULT_MAX_TXN_OPS): void {
+  checkTxnOps(r, maxTxnOps);
+  checkIntervals(r.success ?? []);
+  checkIntervals(r.failure ?? []);
 }
 
 /** Validates any kv op as etcd's gRPC layer would. */

@@ -116,8 +116,10 @@ export const Errors = {
 
   memberExist: def(Status.FAILED_PRECONDITION, "etcdserver: member ID already exist"),
   peerURLExist: def(Status.FAILED_PRECONDITION, "etcdserver: Peer URLs already exists"),
+  // Unknown, not FailedPrecondition: etcd 3.4's toGRPCErrorMap has no entry for
+  // ErrNotEnoughStartedMembers, so togRPCError wraps its text in codes.Unknown.
   memberNotEnoughStarted: def(
-    Status.FAILED_PRECONDITION,
+    Status.UNKNOWN,
     "etcdserver: re-configuration failed due to not enough started members",
   ),
   memberBadURLs: def(Status.INVALID_ARGUMENT, "etcdserver: given member URLs are invalid"),

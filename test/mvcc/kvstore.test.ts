@@ -3,13 +3,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Status } from '../../src/grpc/status.js';
-import { ErrCompacted, ErrDuplicateKey, ErrFutureRev, ErrLeaseNotFound } from '../../src/mvcc/errors.js';
+import { ErrCompacted, ErrDuplicateKey, ErrEmptyKey, ErrFutureRev, ErrLeaseNotFound } from '../../src/mvcc/errors.js';
 import { toEtcdError } from '../../src/server/errors.js';
 import type { KvStore } from '../../src/mvcc/kvstore.js';
 import type { LeaseHooks } from '../../src/mvcc/lease_hooks.js';
 import { type CompareTarget, type Event, EventType } from '../../src/mvcc/types.js';
 import { packRev } from '../../src/mvcc/revision.js';
-import { checkTxnRequest } from '../../src/mvcc/txn_check.js';
+import { checkTxnRequest, ErrTooManyOps } from '../../src/mvcc/txn_check.js';
 import { b, openStore, s, tmpDir } from './helpers.js';
 
 const dirs: string[] = [];
@@ -109,6 +109,19 @@ describe('kv store', () => {
     expect(new ErrFutureRev().message).toBe('etcdserver: mvcc: required revision is a future revision');
     expect(() => st.compact(4)).toThrow(ErrCompacted);
     expect(() => st.compact(99)).toThrow(ErrFutureRev);
+  });
+
+  it("checks empty keys and op counts through every nested txn before duplicates, as etcd's kvServer.Txn", () => {
+    const put = (k: string) => ({ requestPut: { key: b(k), value: b('v') } });
+    const range = (k: string) => ({ requestRange: { key: b(k) } });
+    // A duplicate in a nested txn's branch, an empty key in the parent's later op: etcd answers the empty key
+    // (its checkTxnRequest recurses first; checkIntervals runs once, from the top). Found by the rpc_fields fuzz.
+    const dupThenEmpty = { success: [{ requestTxn: { success: [put('k'), put('k')] } }, range('')] };
+    expect(() => checkTxnRequest(dupThenEmpty)).toThrow(ErrEmptyKey);
+    // A nested txn may use only what its parent's widest branch leaves of --max-txn-ops.
+    const ops = (n: number) => Array.from({ length: n }, (_, i) => range(`r${i}`));
+    expect(() => checkTxnRequest({ success: [...ops(5), { requestTxn: { success: ops(4) } }] }, 10)).not.toThrow();
+    expect(() => checkTxnRequest({ success: [...ops(5), { requestTxn: { success: ops(5) } }] }, 10)).toThrow(ErrTooManyOps);
   });
 
   it('rejects a key written twice in one txn, as etcd checkIntervals does', () => {
