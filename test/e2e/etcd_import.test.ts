@@ -225,7 +225,7 @@ describe(`etcd's data dir as input (${TARGET} on real etcd's files)`, () => {
     await restored.kill("SIGTERM");
   }, 120_000);
 
-  it("a stopped three-member etcd 3.4 cluster: every member's data dir imported, identical data, writes replicate", async () => {
+  it("a stopped three-member etcd 3.4 cluster: every member's data dir imported, identical data, writes replicate; and back to etcd by snapshot save and restore", async () => {
     const source = await Cluster.create({ size: 3, target: "etcd" });
     try {
       await source.start();
@@ -237,10 +237,9 @@ describe(`etcd's data dir as input (${TARGET} on real etcd's files)`, () => {
       const targets = source.members.map((m) => onSameDir(m, TARGET));
       for (const t of targets) t.start();
       await Promise.all(targets.map((t) => t.waitReady(60_000)));
-      const after = await eventually(async () => {
-        const v = await view(targets[0]!).catch(() => undefined);
-        return v;
-      }, 60_000, "the imported cluster serving a linearizable read");
+      const after = await eventually(() => view(targets[0]!), 60_000, "the imported cluster serving a linearizable read").catch((err: unknown) => {
+        throw new Error(`${String(err)}\n${targets.map((t) => `==== ${t.spec.name}\n${t.log.slice(-3000)}`).join("\n")}`);
+      });
       expectSameData(after, before);
       await expectNextWrite(targets[1]!, before);
       // The write reached every member (each serves it from its own store).
@@ -251,7 +250,45 @@ describe(`etcd's data dir as input (${TARGET} on real etcd's files)`, () => {
         }, 30_000, `after-import on ${t.spec.name}`);
       }
       if (TARGET === "etcetera") for (const t of targets) expect(t.log).toContain("imported etcd's data dir");
+
+      // And back: a snapshot from the target, restored by etcdctl for each member, real etcd on the restored dirs.
+      const onTarget = await view(targets[0]!);
+      const snap = join(dir, "cluster.snapshot.db");
+      await ok(targets[0]!, ["snapshot", "save", snap]);
       for (const t of targets) await t.kill("SIGTERM");
+      const initialCluster = source.members.map((m) => `${m.spec.name}=http://127.0.0.1:${m.spec.peerPort}`).join(",");
+      const back = source.members.map((m) => {
+        const restoredDir = `${m.spec.dataDir}.back`;
+        const args = (m as unknown as { args: string[] }).args.map((a) => (a.startsWith("--data-dir=") ? `--data-dir=${restoredDir}` : a));
+        const e = new Member({ ...m.spec, dataDir: restoredDir }, args, {}, "etcd");
+        running.push(e);
+        return e;
+      });
+      for (const e of back) {
+        const r = await etcdctl("127.0.0.1:1", [
+          "snapshot",
+          "restore",
+          snap,
+          `--name=${e.spec.name}`,
+          `--data-dir=${e.spec.dataDir}`,
+          `--initial-cluster=${initialCluster}`,
+          `--initial-advertise-peer-urls=http://127.0.0.1:${e.spec.peerPort}`,
+          "--initial-cluster-token=e2e-token",
+        ]);
+        expect(r.code, r.stderr).toBe(0);
+      }
+      for (const e of back) e.start();
+      await Promise.all(back.map((e) => e.waitReady(60_000)));
+      const onEtcd = await eventually(() => view(back[0]!), 60_000, "etcd serving the cluster restored from the target's snapshot");
+      expect(onEtcd.kvs).toEqual(onTarget.kvs);
+      expect(onEtcd.revision).toBe(onTarget.revision);
+      expect(onEtcd.users).toBe(onTarget.users);
+      expect(onEtcd.reader).toBe(onTarget.reader);
+      expect(onEtcd.lease.keys).toEqual(["leased"]);
+      expect(onEtcd.members).toEqual(before.members);
+      const put = JSON.parse(await ok(back[2]!, ["put", "back-on-etcd", "z", "-w", "json"])) as { header: { revision: number } };
+      expect(put.header.revision).toBe(onTarget.revision + 1);
+      for (const e of back) await e.kill("SIGTERM");
     } finally {
       await source.destroy();
     }
