@@ -100,11 +100,14 @@ export class LeaderClient {
     return this.client;
   }
 
-  async timeToLive(leader: NodeId, url: string, req: LeaseTimeToLiveRequestInit): Promise<LeaseTimeToLiveResponse> {
+  /** `token`: the caller's auth token, sent as etcd's "token" metadata. */
+  async timeToLive(leader: NodeId, url: string, req: LeaseTimeToLiveRequestInit, token?: string): Promise<LeaseTimeToLiveResponse> {
     const client = await this.clientFor(leader, url);
     const grpc = await loadGrpc();
+    const md = new grpc.Metadata();
+    if (token !== undefined) md.set("token", token);
     return new Promise((resolve, reject) => {
-      client.LeaseTimeToLive(req, new grpc.Metadata(), { deadline: Date.now() + this.timeoutMs }, (err, res) => {
+      client.LeaseTimeToLive(req, md, { deadline: Date.now() + this.timeoutMs }, (err, res) => {
         if (err) reject(forwardedError(err));
         else resolve(res!);
       });

@@ -28,7 +28,9 @@ export async function publish(o: PublishOptions): Promise<boolean> {
       o.logger.info({ name: o.name, clientUrls: o.clientUrls, clusterId: formatId(o.clusterId) }, "published local member to cluster through raft");
       return true;
     } catch (err) {
-      o.logger.debug({ err: String(err) }, "publish failed; retrying");
+      // etcd's words and level: a publish that times out (its peers not started within the request
+      // timeout) counts in etcd_server_proposals_failed_total, and this line says why.
+      o.logger.warn({ "local-member-id": formatId(o.memberId), error: String(err) }, "failed to publish local member to cluster through raft");
       await new Promise((r) => setTimeout(r, Math.min(500, o.heartbeatMs * 2)));
     }
   }

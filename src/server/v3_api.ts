@@ -233,10 +233,12 @@ export class V3Api implements V3Server {
     return this.o.leaderClient.keepAlive(leader, url, id);
   }
 
-  async leaseTimeToLive(req: { ID: number; keys: boolean }): Promise<{ ID: number; TTL: number; grantedTTL: number; keys: Uint8Array[] }> {
+  async leaseTimeToLive(req: { ID: number; keys: boolean; token?: string }): Promise<{ ID: number; TTL: number; grantedTTL: number; keys: Uint8Array[] }> {
     if (!this.o.raft.isLeader()) {
       const { leader, url } = this.leaderUrl();
-      const r = await this.o.leaderClient.timeToLive(leader, url, { ID: req.ID, keys: req.keys });
+      // The caller's token goes along: with auth on the leader authorizes the call again, and
+      // without it refused every forwarded call ("user name is empty").
+      const r = await this.o.leaderClient.timeToLive(leader, url, { ID: req.ID, keys: req.keys }, req.token);
       return { ID: r.ID, TTL: r.TTL, grantedTTL: r.grantedTTL, keys: r.keys };
     }
     const t = this.o.lessor.timeToLive(req.ID, { keys: req.keys });

@@ -112,7 +112,8 @@ export interface V3Server {
   /** A keep-alive: the leader's lessor renews, a follower asks the leader. Returns the TTL. */
   leaseRenew(id: number): Promise<number>;
   /** Answered by the leader's lessor (asked through the leader when this member is a follower). */
-  leaseTimeToLive(req: { ID: number; keys: boolean }): Promise<{ ID: number; TTL: number; grantedTTL: number; keys: Uint8Array[] }>;
+  /** `token`: the caller's, carried when a follower asks the leader (which checks it again). */
+  leaseTimeToLive(req: { ID: number; keys: boolean; token?: string }): Promise<{ ID: number; TTL: number; grantedTTL: number; keys: Uint8Array[] }>;
   leaseLeases(): number[];
 
   // ---- Cluster

@@ -237,9 +237,8 @@ describe(`etcd's data dir as input (${TARGET} on real etcd's files)`, () => {
       const targets = source.members.map((m) => onSameDir(m, TARGET));
       for (const t of targets) t.start();
       await Promise.all(targets.map((t) => t.waitReady(60_000)));
-      // Read from the leader: a follower of etcetera forwards LeaseTimeToLive to the leader
-      // without the caller's token, and with auth on the leader refuses it ("user name is empty";
-      // etcd 3.4 forwards over the peer port without auth). A bug of its own, reported, not this test's subject.
+      // Read from the leader (a follower's LeaseTimeToLive forward with auth on, which this test
+      // once found broken, has its own test: auth_follower.test.ts).
       const leader = await eventually(async () => {
         for (const t of targets) {
           const st = JSON.parse(await ok(t, ["endpoint", "status", "-w", "json"])) as { Status: { header: { member_id: string | number }; leader: string | number } }[];

@@ -7,7 +7,7 @@ import { Status, type MemberHandlers } from "../../grpc/index.js";
 import { MAX_LEASE_TTL_SEC } from "../../lease/ttl.js";
 import { Errors, toEtcdError } from "../errors.js";
 import type { V3Server } from "../v3_server.js";
-import { authorized } from "./authorize.js";
+import { authorized, credentialsOf } from "./authorize.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 import type { Quota } from "./quota.js";
@@ -54,7 +54,8 @@ export function leaseService(s: V3Server, quota: Quota): MemberHandlers<"etcdser
     LeaseTimeToLive: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
-        const t = await (await authorized(s, ctx)).leaseTimeToLive({ ID: req.ID, keys: req.keys });
+        const { token } = credentialsOf(ctx);
+        const t = await (await authorized(s, ctx)).leaseTimeToLive({ ID: req.ID, keys: req.keys, ...(token === undefined ? {} : { token }) });
         return { header: header(s), ...t };
       }),
 
