@@ -12,7 +12,7 @@
  */
 
 import protobuf from "protobufjs";
-import { isId64Field } from "../pb/id_fields.js";
+import { isExactInt64Field, isId64Field } from "../pb/id_fields.js";
 import { decodeGoBase64 } from "./go_base64.js";
 import { JsonNumber, type JsonObject, type JsonValue, jsonKind, parseJsonBody, JsonSyntaxError, quoteChar } from "./go_json.js";
 
@@ -236,9 +236,9 @@ export class JsonMapping {
       return v;
     }
     const goType = goTypeName(f);
-    const id = isIdField(f);
-    if (INT64_TYPES.has(f.type)) return integerFrom(v, goType, INT64_MIN, INT64_MAX, id);
-    if (UINT64_TYPES.has(f.type)) return integerFrom(v, goType, 0n, UINT64_MAX, id);
+    const form = integerForm(f);
+    if (INT64_TYPES.has(f.type)) return integerFrom(v, goType, INT64_MIN, INT64_MAX, form);
+    if (UINT64_TYPES.has(f.type)) return integerFrom(v, goType, 0n, UINT64_MAX, form);
     if (INT32_TYPES.has(f.type)) return integerFrom(v, goType, -(2n ** 31n), 2n ** 31n - 1n);
     if (UINT32_TYPES.has(f.type)) return integerFrom(v, goType, 0n, 2n ** 32n - 1n);
     // double, float
@@ -264,6 +264,17 @@ function isDefault(f: protobuf.Field, v: unknown): boolean {
 /** An id field the member codecs hold as a bigint (src/pb/id_fields.ts). */
 function isIdField(f: protobuf.Field): boolean {
   return f.parent instanceof protobuf.Type && isId64Field(f.parent.fullName.slice(1), f.id);
+}
+
+/**
+ * How the member codecs hold an integer field: member/cluster ids as bigints, lease ids exact in
+ * one representation (a number while safe, a bigint beyond: ProtoReader.int64Exact), others numbers.
+ */
+function integerForm(f: protobuf.Field): "number" | "bigint" | "exact" {
+  if (!(f.parent instanceof protobuf.Type)) return "number";
+  const typeName = f.parent.fullName.slice(1);
+  if (isId64Field(typeName, f.id)) return "bigint";
+  return isExactInt64Field(typeName, f.id) ? "exact" : "number";
 }
 
 function defaultOf(f: protobuf.Field): unknown {
@@ -294,12 +305,16 @@ function numberText(v: JsonValue, goType: string): string {
   return inner.text;
 }
 
-function integerFrom(v: JsonValue, goType: string, min: bigint, max: bigint, exact = false): number | bigint {
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+function integerFrom(v: JsonValue, goType: string, min: bigint, max: bigint, form: "number" | "bigint" | "exact" = "number"): number | bigint {
   const text = numberText(v, goType);
   if (!/^-?\d+$/.test(text)) throw typeError(`number ${text}`, goType);
   const n = BigInt(text);
   if (n < min || n > max) throw typeError(`number ${text}`, goType);
-  return exact ? n : Number(n);
+  if (form === "bigint") return n;
+  if (form === "exact" && (n > MAX_SAFE || n < -MAX_SAFE)) return n;
+  return Number(n);
 }
 
 /** protoc's JSON name: lowerCamelCase of the proto name ("prev_kv" → "prevKv", "ID" stays). */

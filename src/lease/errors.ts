@@ -51,11 +51,11 @@ export class LessorNotPrimaryError extends LeaseError {
 }
 
 /**
- * etcetera's own limit, not etcd's: lease ids are JavaScript numbers, so a client-given id must be
- * a non-zero safe integer (|id| < 2^53). etcd accepts any non-zero int64.
+ * A lease id that is not an int64 (a JSON decimal string beyond 64 bits, a fraction): only the
+ * gateway's and tools' text can carry one, the protobuf wire cannot. Every int64 is a valid id.
  */
 export class LeaseIdOutOfRangeError extends LeaseError {
   constructor(id: unknown) {
-    super("leaseIdOutOfRange", `etcdserver: lease ID ${String(id)} is out of the range etcetera supports (|ID| < 2^53)`);
+    super("leaseIdOutOfRange", `etcdserver: lease ID ${String(id)} is not an int64`);
   }
 }

@@ -9,6 +9,7 @@
  * count toward its batch limit.
  */
 import { BatchTx, type ReadStatement, type WriteStatement } from "../backend/batch_tx.js";
+import { isValidLeaseId, leaseIdFromInt64 } from "./lease_id.js";
 import type { LeaseDatabase, LeaseId } from "./types.js";
 
 /** The lease table, registered with the backend. */
@@ -21,20 +22,21 @@ export interface LeaseRow {
 }
 
 interface RawLeaseRow {
-  id: number;
+  /** Decimal text (CAST AS TEXT): SQLite's INTEGER holds the whole int64, a JS number would not. */
+  id: string;
   ttl: number;
   remaining_ttl: number;
 }
 
 export class LeaseStore {
-  private readonly putStmt: WriteStatement<[number, number, number]>;
-  private readonly deleteStmt: WriteStatement<[number]>;
+  private readonly putStmt: WriteStatement<[LeaseId, number, number]>;
+  private readonly deleteStmt: WriteStatement<[LeaseId]>;
   private readonly allStmt: ReadStatement<[], RawLeaseRow>;
 
   constructor(tx: BatchTx) {
     this.putStmt = tx.write("INSERT OR REPLACE INTO lease (id, ttl, remaining_ttl) VALUES (?, ?, ?)");
     this.deleteStmt = tx.write("DELETE FROM lease WHERE id = ?");
-    this.allStmt = tx.read("SELECT id, ttl, remaining_ttl FROM lease ORDER BY id");
+    this.allStmt = tx.read("SELECT CAST(id AS TEXT) AS id, ttl, remaining_ttl FROM lease ORDER BY lease.id");
   }
 
   /**
@@ -58,12 +60,18 @@ export class LeaseStore {
   /** Visits every stored lease, validated: a corrupt row is an error, never a silently wrong lease. */
   forEach(visit: (row: LeaseRow) => void): void {
     for (const raw of this.allStmt.iterate()) {
-      if (!Number.isSafeInteger(raw.id) || raw.id === 0) throw new Error(`lease table corrupt: bad id ${String(raw.id)}`);
+      let id: LeaseId;
+      try {
+        id = leaseIdFromInt64(raw.id);
+      } catch {
+        throw new Error(`lease table corrupt: bad id ${String(raw.id)}`);
+      }
+      if (!isValidLeaseId(id)) throw new Error(`lease table corrupt: bad id ${String(raw.id)}`);
       if (!Number.isSafeInteger(raw.ttl)) throw new Error(`lease table corrupt: lease ${raw.id} has bad ttl ${String(raw.ttl)}`);
       if (!Number.isSafeInteger(raw.remaining_ttl) || raw.remaining_ttl < 0) {
         throw new Error(`lease table corrupt: lease ${raw.id} has bad remaining_ttl ${String(raw.remaining_ttl)}`);
       }
-      visit({ id: raw.id, ttlSec: raw.ttl, remainingTtlSec: raw.remaining_ttl });
+      visit({ id, ttlSec: raw.ttl, remainingTtlSec: raw.remaining_ttl });
     }
   }
 }

@@ -19,7 +19,7 @@
 import type { Registry } from "prom-client";
 import { LeaseExistsError, LeaseIdOutOfRangeError, LeaseNotFoundError, LeaseTtlTooLargeError, LessorNotPrimaryError } from "./errors.js";
 import { FOREVER, Lease, keyFromString, keyToString } from "./lease.js";
-import { LeaseIdGenerator, isValidLeaseId } from "./lease_id.js";
+import { LeaseIdGenerator, compareLeaseIds, isValidLeaseId } from "./lease_id.js";
 import { LeaseQueue } from "./lease_queue.js";
 import type { Backend } from "../backend/backend.js";
 import type { BatchTx } from "../backend/batch_tx.js";
@@ -178,7 +178,7 @@ export class Lessor implements LeaseHooks {
 
   /**
    * A server-chosen id for a LeaseGrant with ID 0, picked BEFORE proposing (every member must apply
-   * the same id): unique, positive, below 2^53, not held by a lease this member knows.
+   * the same id): unique, positive (int63, as etcd's), not held by a lease this member knows.
    */
   nextLeaseId(): LeaseId {
     for (let attempt = 0; attempt < ID_ATTEMPTS_MAX; attempt++) {
@@ -193,7 +193,7 @@ export class Lessor implements LeaseHooks {
   /**
    * Grants a lease (apply of LeaseGrant). `ttlSec` below the minimum TTL is raised to it.
    * Throws LeaseNotFoundError for id 0 (as etcd's lessor: the server must have chosen an id),
-   * LeaseIdOutOfRangeError beyond 2^53, LeaseTtlTooLargeError above MaxLeaseTTL, LeaseExistsError.
+   * LeaseIdOutOfRangeError for an id not in LeaseId's one representation, LeaseTtlTooLargeError above MaxLeaseTTL, LeaseExistsError.
    */
   grant(id: LeaseId, ttlSec: number): LeaseGrantResult {
     if (id === 0) throw new LeaseNotFoundError();
@@ -251,19 +251,19 @@ export class Lessor implements LeaseHooks {
   }
 
   /** LeaseHooks: does the lease exist (a Put with this lease is accepted)? */
-  exists(id: number): boolean {
+  exists(id: LeaseId): boolean {
     return this.leaseMap.has(id);
   }
 
   /** LeaseHooks: the key now carries this lease. Throws LeaseNotFoundError for an unknown lease. */
-  attach(id: number, key: Uint8Array): void {
+  attach(id: LeaseId, key: Uint8Array): void {
     const lease = this.leaseMap.get(id);
     if (lease === undefined) throw new LeaseNotFoundError();
     lease.attach(keyToString(key));
   }
 
   /** LeaseHooks: the key no longer carries this lease. No-op for an unknown lease. */
-  detach(id: number, key: Uint8Array): void {
+  detach(id: LeaseId, key: Uint8Array): void {
     this.leaseMap.get(id)?.detach(keyToString(key));
   }
 
@@ -504,5 +504,5 @@ export class Lessor implements LeaseHooks {
 
 function byExpiryThenId(a: Lease, b: Lease): number {
   if (a.expiryMs !== b.expiryMs) return a.expiryMs < b.expiryMs ? -1 : 1;
-  return a.id - b.id;
+  return compareLeaseIds(a.id, b.id);
 }

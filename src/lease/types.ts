@@ -6,11 +6,13 @@
 import type { Database } from "better-sqlite3";
 
 /**
- * A lease id. etcd's LeaseID is an int64; here it is a JavaScript number, so etcetera accepts only
- * non-zero safe integers (|id| <= 2^53 - 1). Server-chosen ids are positive and below 2^53.
- * 0 means "no lease" (etcd's NoLease).
+ * A lease id: etcd's LeaseID, an int64, held exactly in ONE representation per value: a number
+ * while it is a safe integer (|id| <= 2^53 - 1: client-chosen ids, old data, cheap), a bigint
+ * beyond (etcd's server-chosen ids use 63 bits). Because each value has one form, ids compare with
+ * === and key Maps; lease_id.ts makes and checks the form (leaseIdFromInt64, isCanonicalLeaseId),
+ * the codecs decode lease fields in it. 0 (a number) means "no lease" (etcd's NoLease).
  */
-export type LeaseId = number;
+export type LeaseId = number | bigint;
 
 /** etcd's NoLease: a key without a lease carries lease id 0. */
 export const NO_LEASE: LeaseId = 0;
@@ -40,9 +42,9 @@ export interface RangeDeleter {
  *   A no-op for an unknown lease: the lease may be the one being revoked (etcd only logs this).
  */
 export interface LeaseHooks {
-  exists(id: number): boolean;
-  attach(id: number, key: Uint8Array): void;
-  detach(id: number, key: Uint8Array): void;
+  exists(id: LeaseId): boolean;
+  attach(id: LeaseId, key: Uint8Array): void;
+  detach(id: LeaseId, key: Uint8Array): void;
 }
 
 /** A remaining-TTL checkpoint the leader proposes through Raft (etcd's pb.LeaseCheckpoint). */

@@ -15,6 +15,14 @@ function encodeInt(n: number): Buffer {
   return b;
 }
 
+/** A lease id's 8 bytes: a number as before (so existing hashes stay), a bigint beyond 2^53 as its int64. */
+function encodeLease(id: number | bigint): Buffer {
+  if (typeof id === 'number') return encodeInt(id);
+  const b = Buffer.alloc(8);
+  b.writeBigInt64BE(id);
+  return b;
+}
+
 function encodeBytes(h: Crc32c, b: Uint8Array): void {
   h.update(encodeInt(b.length));
   h.update(b);
@@ -45,7 +53,7 @@ export class HashKvAccumulator {
     encodeBytes(this.h, row.value);
     this.h.update(encodeInt(row.createRev));
     this.h.update(encodeInt(row.version));
-    this.h.update(encodeInt(row.lease));
+    this.h.update(encodeLease(row.lease));
   }
 
   digest(): number {

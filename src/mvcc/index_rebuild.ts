@@ -12,6 +12,7 @@
  */
 import Database from 'better-sqlite3';
 import { revMain } from './revision.js';
+import { leaseColumnSql, leaseFromColumn, type LeaseId } from './types.js';
 import { keyToString, TreeIndex } from './tree_index.js';
 
 /** What the rebuild needs of a kv row (kv_backend.ts's KvRow less its value). */
@@ -20,7 +21,7 @@ export interface IndexRow {
   key: Uint8Array;
   createRev: number;
   version: number;
-  lease: number;
+  lease: LeaseId;
   tombstone: boolean;
 }
 
@@ -34,7 +35,7 @@ export class IndexRebuild {
   /** Tombstones whose history was compacted away (deleted from the backend after the rebuild). */
   readonly orphans: number[] = [];
   /** The latest lease of every live key (re-attached once the index is rebuilt). */
-  readonly keyToLease = new Map<string, number>();
+  readonly keyToLease = new Map<string, LeaseId>();
   /** The highest packed revision added (to check a rebuild against the file it is adopted for). */
   maxRev = 0;
 
@@ -61,7 +62,7 @@ export interface ImageRebuild {
   consistentIndex: number;
 }
 
-type RawRow = [number, Buffer, number, number, number, number];
+type RawRow = [number, Buffer, number, number, number | string, number];
 
 /**
  * Rebuilds the index from the image at `path` (a SQLite file with the kv and meta tables), a page
@@ -70,13 +71,13 @@ type RawRow = [number, Buffer, number, number, number, number];
 export async function rebuildFromImage(path: string, consistentIndexName: string): Promise<ImageRebuild> {
   const db = new Database(path, { readonly: true, fileMustExist: true });
   try {
-    const page = db.prepare<[number, number], RawRow>('SELECT rev, key, create_rev, version, lease, tombstone FROM kv WHERE rev > ? ORDER BY rev LIMIT ?').raw();
+    const page = db.prepare<[number, number], RawRow>(`SELECT rev, key, create_rev, version, ${leaseColumnSql('lease')}, tombstone FROM kv WHERE rev > ? ORDER BY rev LIMIT ?`).raw();
     const ciValue = db.prepare<[string], unknown>('SELECT value FROM meta WHERE name = ?').pluck().get(consistentIndexName);
     const build = new IndexRebuild();
     for (let after = -1; ; ) {
       const rows = page.all(after, REBUILD_PAGE_ROWS);
       for (const r of rows) {
-        build.add({ rev: r[0], key: r[1], createRev: r[2], version: r[3], lease: r[4], tombstone: r[5] !== 0 });
+        build.add({ rev: r[0], key: r[1], createRev: r[2], version: r[3], lease: leaseFromColumn(r[4]), tombstone: r[5] !== 0 });
       }
       if (rows.length < REBUILD_PAGE_ROWS) break;
       after = rows[rows.length - 1]![0];

@@ -9,6 +9,7 @@
 import { Backend, type BackendOptions } from '../backend/backend.js';
 import type { BatchTx } from '../backend/batch_tx.js';
 import { invariant } from './errors.js';
+import { leaseColumnSql, leaseFromColumn, type LeaseId } from './types.js';
 
 /** One stored revision of a key; tombstones have empty value and zero create/version/lease. */
 export interface KvRow {
@@ -17,11 +18,12 @@ export interface KvRow {
   value: Buffer;
   createRev: number;
   version: number;
-  lease: number;
+  lease: LeaseId;
   tombstone: boolean;
 }
 
-type RawRow = [number, Buffer, Buffer | null, number, number, number, number];
+/** The lease as leaseColumnSql reads it: a number, or decimal text beyond 2^53. */
+type RawRow = [number, Buffer, Buffer | null, number, number, number | string, number];
 
 /** The tables this store registers with the backend. */
 export const KV_SCHEMA = `
@@ -46,7 +48,7 @@ function toRow(r: RawRow): KvRow {
     value: r[2] ?? EMPTY,
     createRev: r[3],
     version: r[4],
-    lease: r[5],
+    lease: leaseFromColumn(r[5]),
     tombstone: r[6] !== 0,
   };
 }
@@ -163,12 +165,14 @@ type KvStatements = ReturnType<typeof prepare>;
 
 function prepare(tx: BatchTx) {
   const cols = 'rev, key, value, create_rev, version, lease, tombstone';
+  // SQLite's INTEGER holds the whole int64 lease; a JS number would round one beyond 2^53.
+  const selectCols = `rev, key, value, create_rev, version, ${leaseColumnSql('lease')}, tombstone`;
   return {
-    put: tx.write<[number, Buffer, Buffer, number, number, number, number]>(`INSERT INTO kv (${cols}) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-    get: tx.read<[number], RawRow>(`SELECT ${cols} FROM kv WHERE rev = ?`, 'raw'),
+    put: tx.write<[number, Buffer, Buffer, number, number, LeaseId, number]>(`INSERT INTO kv (${cols}) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+    get: tx.read<[number], RawRow>(`SELECT ${selectCols} FROM kv WHERE rev = ?`, 'raw'),
     del: tx.write<[number]>('DELETE FROM kv WHERE rev = ?'),
-    range: tx.read<[number, number, number], RawRow>(`SELECT ${cols} FROM kv WHERE rev >= ? AND rev <= ? ORDER BY rev LIMIT ?`, 'raw'),
-    all: tx.read<[], RawRow>(`SELECT ${cols} FROM kv ORDER BY rev`, 'raw'),
+    range: tx.read<[number, number, number], RawRow>(`SELECT ${selectCols} FROM kv WHERE rev >= ? AND rev <= ? ORDER BY rev LIMIT ?`, 'raw'),
+    all: tx.read<[], RawRow>(`SELECT ${selectCols} FROM kv ORDER BY rev`, 'raw'),
     maxRev: tx.read<[], number | null>('SELECT max(rev) FROM kv', 'pluck'),
     metaGet: tx.read<[string], unknown>('SELECT value FROM meta WHERE name = ?', 'pluck'),
     metaHas: tx.read<[string], number>('SELECT 1 FROM meta WHERE name = ? AND value IS NOT NULL', 'pluck'),

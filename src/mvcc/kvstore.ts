@@ -53,6 +53,8 @@ import {
   type Event,
   type KeyValue,
   type KvOp,
+  leaseOf,
+  type LeaseId,
   numOf,
   type PutRequest,
   type PutResponse,
@@ -239,7 +241,7 @@ export class KvStore implements StoreCore {
   }
 
   /** Keys that carried a lease when the index was rebuilt, until handed to the lessor. */
-  private leasedKeys = new Map<string, number>();
+  private leasedKeys = new Map<string, LeaseId>();
 
   /**
    * Recovery: tells the lessor which keys carry which lease (etcd restore calls
@@ -389,7 +391,7 @@ export class KvStore implements StoreCore {
 
   put(req: PutRequest): PutResponse {
     this.assertOpen();
-    const lease = numOf(req.lease);
+    const lease = leaseOf(req.lease);
     if (lease !== 0 && !this.leases.exists(lease)) throw new ErrLeaseNotFound();
     const res = this.write((txn) => applyPut(txn, req));
     this.ops.put(req);

@@ -26,6 +26,8 @@ import {
   type Event,
   EventType,
   type KeyValue,
+  leaseOf,
+  type LeaseId,
   numOf,
   type PutRequest,
   type PutResponse,
@@ -146,7 +148,7 @@ export class KvTxn {
   }
 
   /** etcd storeTxnWrite.put. */
-  put(key: Uint8Array, value: Uint8Array, lease: number): void {
+  put(key: Uint8Array, value: Uint8Array, lease: LeaseId): void {
     const k = keyToString(key);
     // One index lookup for the read of the live revision and for the put below.
     const history = this.core.index.history(k);
@@ -280,7 +282,7 @@ export function applyRange(txn: KvTxn, r: RangeRequest): RangeResponse {
 export function applyPut(txn: KvTxn, p: PutRequest): PutResponse {
   const key = bytesOf(p.key);
   let value = bytesOf(p.value);
-  let lease = numOf(p.lease);
+  let lease = leaseOf(p.lease);
   let prev: KeyValue | undefined;
   if (p.ignoreValue || p.ignoreLease || p.prevKv) {
     prev = txn.rangeKeys(toKeyRange(key, undefined), { rev: 0, limit: 0, countOnly: false }).kvs[0];
@@ -306,7 +308,8 @@ export function applyDeleteRange(txn: KvTxn, dr: DeleteRangeRequest): DeleteRang
 
 // ---- txn
 
-function compareInt(a: number, b: number): number {
+/** Numbers and bigints (lease ids) compare exactly with < in JavaScript. */
+function compareInt(a: number | bigint, b: number | bigint): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
@@ -327,7 +330,7 @@ function compareKV(c: Compare, kv: KeyValue): boolean {
       result = compareInt(kv.version, numOf(c.version));
       break;
     case CompareTarget.LEASE:
-      result = compareInt(kv.lease, numOf(c.lease));
+      result = compareInt(kv.lease, leaseOf(c.lease));
       break;
     default:
       // etcd compareKV: an undefined target leaves the result at 0, which the operator then judges.
@@ -393,7 +396,7 @@ function checkPath(txn: KvTxn, rt: TxnRequest, path: boolean[], leases: LeaseHoo
         const prev = txn.rangeKeys(toKeyRange(p.key, undefined), { rev: 0, limit: 0, countOnly: false });
         if (prev.kvs.length === 0) throw new ErrKeyNotFound();
       }
-      const lease = numOf(p.lease);
+      const lease = leaseOf(p.lease);
       if (lease !== 0 && !leases.exists(lease)) throw new ErrLeaseNotFound();
     });
   }

@@ -6,7 +6,7 @@
  */
 
 import { ErrDuplicateKey, ErrEmptyKey, ErrKeyNotFound, ErrLeaseProvided, ErrValueProvided, MvccError } from './errors.js';
-import { bytesOf, numOf, type KvOp, type PutRequest, type RequestOp, type TxnRequest } from './types.js';
+import { bytesOf, leaseOf, type KvOp, type PutRequest, type RequestOp, type TxnRequest } from './types.js';
 
 export class ErrTooManyOps extends MvccError {
   constructor() {
@@ -20,7 +20,7 @@ export const DEFAULT_MAX_TXN_OPS = 128;
 export function checkPutRequest(r: PutRequest): void {
   if (bytesOf(r.key).length === 0) throw new ErrEmptyKey();
   if (r.ignoreValue && bytesOf(r.value).length !== 0) throw new ErrValueProvided();
-  if (r.ignoreLease && numOf(r.lease) !== 0) throw new ErrLeaseProvided();
+  if (r.ignoreLease && leaseOf(r.lease) !== 0) throw new ErrLeaseProvided();
 }
 
 function checkRequestOp(u: RequestOp, maxTxnOps: number): void {

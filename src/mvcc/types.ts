@@ -92,6 +92,36 @@ export function bytesOf(b: Uint8Array | null | undefined): Uint8Array {
   return b ?? EMPTY;
 }
 
+/**
+ * A lease id (mvccpb.KeyValue.lease, PutRequest.lease): etcd's int64, exact in one representation
+ * per value, as the codecs decode it: a number while it is a safe integer, a bigint beyond (see
+ * src/lease/types.ts, which declares the same type). 0 is "no lease".
+ */
+export type LeaseId = number | bigint;
+
+/** The SQL that reads an INTEGER lease column as LeaseId's representation: the number, or decimal text beyond 2^53 (leaseFromColumn). */
+export function leaseColumnSql(column: string): string {
+  return `CASE WHEN ${column} BETWEEN -9007199254740991 AND 9007199254740991 THEN ${column} ELSE CAST(${column} AS TEXT) END`;
+}
+
+/** A lease column read through leaseColumnSql, as a LeaseId. */
+export function leaseFromColumn(v: number | string): LeaseId {
+  return typeof v === 'number' ? v : BigInt(v);
+}
+
+/**
+ * proto3 default for a lease id field, in LeaseId's one representation (a bigint that fits in a
+ * safe integer, from a caller that did not decode through the codecs, becomes the number).
+ */
+export function leaseOf(n: number | bigint | null | undefined): LeaseId {
+  if (n === undefined || n === null) return 0;
+  if (typeof n === 'number') {
+    if (!Number.isSafeInteger(n)) throw new TypeError(`mvcc: a lease id must be a safe integer or a bigint, got ${n}`);
+    return n;
+  }
+  return n >= -9007199254740991n && n <= 9007199254740991n ? Number(n) : n;
+}
+
 /** Long-like int64 as protobufjs yields when long.js is present. */
 interface LongLike {
   toNumber(): number;

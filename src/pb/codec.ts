@@ -28,7 +28,7 @@
  */
 
 import protobuf from "protobufjs";
-import { isId64Field } from "./id_fields.js";
+import { isExactInt64Field, isId64Field } from "./id_fields.js";
 import { EMPTY_BYTES, ProtoReader, ProtoWriter, WireError } from "./wire.js";
 
 /** Encoder/decoder of one message type: `T` as decoded, `Init` as given to the encoder (Foo, FooInit in the generated types). */
@@ -107,6 +107,8 @@ const ID64_SCALARS: Record<string, ScalarSpec> = {
   int64: { wireType: 0, read: "int64Big", write: "int64Big", defaultValue: "0n", packable: true },
   uint64: { wireType: 0, read: "uint64Big", write: "uint64Big", defaultValue: "0n", packable: true },
 };
+/** Lease id fields (id_fields.ts EXACT_INT64): a number while exact, a bigint beyond; 0 is the number 0. */
+const EXACT_INT64_SPEC: ScalarSpec = { wireType: 0, read: "int64Exact", write: "int64Exact", defaultValue: "0", packable: true };
 const ENUM_SPEC: ScalarSpec = { wireType: 0, read: "int32", write: "int32", defaultValue: "0", packable: true };
 
 function tagOf(id: number, wireType: number): number {
@@ -144,6 +146,10 @@ class TypeCompiler {
       const id = ID64_SCALARS[f.type];
       if (id === undefined) throw new Error(`${f.fullName}: an id field must be int64 or uint64, not ${f.type}`);
       return id;
+    }
+    if (f.parent instanceof protobuf.Type && isExactInt64Field(f.parent.fullName.slice(1), f.id)) {
+      if (f.type !== "int64") throw new Error(`${f.fullName}: a lease id field must be int64, not ${f.type}`);
+      return EXACT_INT64_SPEC;
     }
     return SCALARS[f.type];
   }

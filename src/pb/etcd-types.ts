@@ -144,7 +144,7 @@ export interface RangeResponseInit {
 export interface PutRequest {
   key: Buffer;
   value: Buffer;
-  lease: number;
+  lease: number | bigint;
   prev_kv: boolean;
   ignore_value: boolean;
   ignore_lease: boolean;
@@ -154,7 +154,7 @@ export interface PutRequest {
 export interface PutRequestInit {
   key?: Uint8Array | string;
   value?: Uint8Array | string;
-  lease?: number;
+  lease?: number | bigint;
   prev_kv?: boolean;
   ignore_value?: boolean;
   ignore_lease?: boolean;
@@ -245,7 +245,7 @@ export interface Compare {
   create_revision: number | undefined;
   mod_revision: number | undefined;
   value: Buffer | undefined;
-  lease: number | undefined;
+  lease: number | bigint | undefined;
   range_end: Buffer;
   /** Which member of oneof target_union is set. */
   target_union: "version" | "create_revision" | "mod_revision" | "value" | "lease" | undefined;
@@ -260,7 +260,7 @@ export interface CompareInit {
   create_revision?: number | null;
   mod_revision?: number | null;
   value?: Uint8Array | string | null;
-  lease?: number | null;
+  lease?: number | bigint | null;
   range_end?: Uint8Array | string;
 }
 
@@ -471,19 +471,19 @@ export interface WatchResponseInit {
 /** etcdserverpb.LeaseGrantRequest, as decoded. */
 export interface LeaseGrantRequest {
   TTL: number;
-  ID: number;
+  ID: number | bigint;
 }
 
 /** etcdserverpb.LeaseGrantRequest, as given to the encoder. */
 export interface LeaseGrantRequestInit {
   TTL?: number;
-  ID?: number;
+  ID?: number | bigint;
 }
 
 /** etcdserverpb.LeaseGrantResponse, as decoded. */
 export interface LeaseGrantResponse {
   header: ResponseHeader | undefined;
-  ID: number;
+  ID: number | bigint;
   TTL: number;
   error: string;
 }
@@ -491,19 +491,19 @@ export interface LeaseGrantResponse {
 /** etcdserverpb.LeaseGrantResponse, as given to the encoder. */
 export interface LeaseGrantResponseInit {
   header?: ResponseHeaderInit | null;
-  ID?: number;
+  ID?: number | bigint;
   TTL?: number;
   error?: string;
 }
 
 /** etcdserverpb.LeaseRevokeRequest, as decoded. */
 export interface LeaseRevokeRequest {
-  ID: number;
+  ID: number | bigint;
 }
 
 /** etcdserverpb.LeaseRevokeRequest, as given to the encoder. */
 export interface LeaseRevokeRequestInit {
-  ID?: number;
+  ID?: number | bigint;
 }
 
 /** etcdserverpb.LeaseRevokeResponse, as decoded. */
@@ -518,13 +518,13 @@ export interface LeaseRevokeResponseInit {
 
 /** etcdserverpb.LeaseCheckpoint, as decoded. */
 export interface LeaseCheckpoint {
-  ID: number;
+  ID: number | bigint;
   remaining_TTL: number;
 }
 
 /** etcdserverpb.LeaseCheckpoint, as given to the encoder. */
 export interface LeaseCheckpointInit {
-  ID?: number;
+  ID?: number | bigint;
   remaining_TTL?: number;
 }
 
@@ -550,44 +550,44 @@ export interface LeaseCheckpointResponseInit {
 
 /** etcdserverpb.LeaseKeepAliveRequest, as decoded. */
 export interface LeaseKeepAliveRequest {
-  ID: number;
+  ID: number | bigint;
 }
 
 /** etcdserverpb.LeaseKeepAliveRequest, as given to the encoder. */
 export interface LeaseKeepAliveRequestInit {
-  ID?: number;
+  ID?: number | bigint;
 }
 
 /** etcdserverpb.LeaseKeepAliveResponse, as decoded. */
 export interface LeaseKeepAliveResponse {
   header: ResponseHeader | undefined;
-  ID: number;
+  ID: number | bigint;
   TTL: number;
 }
 
 /** etcdserverpb.LeaseKeepAliveResponse, as given to the encoder. */
 export interface LeaseKeepAliveResponseInit {
   header?: ResponseHeaderInit | null;
-  ID?: number;
+  ID?: number | bigint;
   TTL?: number;
 }
 
 /** etcdserverpb.LeaseTimeToLiveRequest, as decoded. */
 export interface LeaseTimeToLiveRequest {
-  ID: number;
+  ID: number | bigint;
   keys: boolean;
 }
 
 /** etcdserverpb.LeaseTimeToLiveRequest, as given to the encoder. */
 export interface LeaseTimeToLiveRequestInit {
-  ID?: number;
+  ID?: number | bigint;
   keys?: boolean;
 }
 
 /** etcdserverpb.LeaseTimeToLiveResponse, as decoded. */
 export interface LeaseTimeToLiveResponse {
   header: ResponseHeader | undefined;
-  ID: number;
+  ID: number | bigint;
   TTL: number;
   grantedTTL: number;
   keys: Buffer[];
@@ -596,7 +596,7 @@ export interface LeaseTimeToLiveResponse {
 /** etcdserverpb.LeaseTimeToLiveResponse, as given to the encoder. */
 export interface LeaseTimeToLiveResponseInit {
   header?: ResponseHeaderInit | null;
-  ID?: number;
+  ID?: number | bigint;
   TTL?: number;
   grantedTTL?: number;
   keys?: (Uint8Array | string)[];
@@ -614,12 +614,12 @@ export interface LeaseLeasesRequestInit {
 
 /** etcdserverpb.LeaseStatus, as decoded. */
 export interface LeaseStatus {
-  ID: number;
+  ID: number | bigint;
 }
 
 /** etcdserverpb.LeaseStatus, as given to the encoder. */
 export interface LeaseStatusInit {
-  ID?: number;
+  ID?: number | bigint;
 }
 
 /** etcdserverpb.LeaseLeasesResponse, as decoded. */
@@ -1291,7 +1291,7 @@ export interface KeyValue {
   mod_revision: number;
   version: number;
   value: Buffer;
-  lease: number;
+  lease: number | bigint;
 }
 
 /** mvccpb.KeyValue, as given to the encoder. */
@@ -1301,7 +1301,7 @@ export interface KeyValueInit {
   mod_revision?: number;
   version?: number;
   value?: Uint8Array | string;
-  lease?: number;
+  lease?: number | bigint;
 }
 
 /** mvccpb.Event, as decoded. */
@@ -1373,13 +1373,13 @@ export interface RoleInit {
 /** v3lockpb.LockRequest, as decoded. */
 export interface LockRequest {
   name: Buffer;
-  lease: number;
+  lease: number | bigint;
 }
 
 /** v3lockpb.LockRequest, as given to the encoder. */
 export interface LockRequestInit {
   name?: Uint8Array | string;
-  lease?: number;
+  lease?: number | bigint;
 }
 
 /** v3lockpb.LockResponse, as decoded. */
@@ -1417,14 +1417,14 @@ export interface UnlockResponseInit {
 /** v3electionpb.CampaignRequest, as decoded. */
 export interface CampaignRequest {
   name: Buffer;
-  lease: number;
+  lease: number | bigint;
   value: Buffer;
 }
 
 /** v3electionpb.CampaignRequest, as given to the encoder. */
 export interface CampaignRequestInit {
   name?: Uint8Array | string;
-  lease?: number;
+  lease?: number | bigint;
   value?: Uint8Array | string;
 }
 
@@ -1445,7 +1445,7 @@ export interface LeaderKey {
   name: Buffer;
   key: Buffer;
   rev: number;
-  lease: number;
+  lease: number | bigint;
 }
 
 /** v3electionpb.LeaderKey, as given to the encoder. */
@@ -1453,7 +1453,7 @@ export interface LeaderKeyInit {
   name?: Uint8Array | string;
   key?: Uint8Array | string;
   rev?: number;
-  lease?: number;
+  lease?: number | bigint;
 }
 
 /** v3electionpb.LeaderRequest, as decoded. */

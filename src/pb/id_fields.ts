@@ -24,6 +24,36 @@ const ID64: ReadonlyMap<string, readonly number[]> = new Map([
   ["etcdserverpb.MemberAttributes", [1]], // member_ID
 ]);
 
+/**
+ * The int64 lease id fields, decoded exactly in ProtoReader.int64Exact's representation: a number
+ * while the id is a safe integer, a bigint beyond (`number | bigint` in the generated types).
+ * Unlike member ids, a lease id rides on hot paths (every Put, every KeyValue of a range or watch
+ * response) and the ids clients choose are small, so the common case stays a number; etcd's
+ * server-chosen ids (idutil: member bits << 48 | clock << 8 | counter) need the bigint.
+ */
+const EXACT_INT64: ReadonlyMap<string, readonly number[]> = new Map([
+  ["mvccpb.KeyValue", [6]], // lease
+  ["etcdserverpb.PutRequest", [3]], // lease
+  ["etcdserverpb.Compare", [8]], // lease (target_union)
+  ["etcdserverpb.LeaseGrantRequest", [2]], // ID
+  ["etcdserverpb.LeaseGrantResponse", [2]], // ID
+  ["etcdserverpb.LeaseRevokeRequest", [1]], // ID
+  ["etcdserverpb.LeaseCheckpoint", [1]], // ID
+  ["etcdserverpb.LeaseKeepAliveRequest", [1]], // ID
+  ["etcdserverpb.LeaseKeepAliveResponse", [2]], // ID
+  ["etcdserverpb.LeaseTimeToLiveRequest", [1]], // ID
+  ["etcdserverpb.LeaseTimeToLiveResponse", [2]], // ID
+  ["etcdserverpb.LeaseStatus", [1]], // ID
+  ["v3lockpb.LockRequest", [2]], // lease
+  ["v3electionpb.CampaignRequest", [2]], // lease
+  ["v3electionpb.LeaderKey", [4]], // lease
+]);
+
+/** True if field number `fieldId` of message `typeName` is an int64 lease id (EXACT_INT64). */
+export function isExactInt64Field(typeName: string, fieldId: number): boolean {
+  return EXACT_INT64.get(typeName)?.includes(fieldId) ?? false;
+}
+
 /** True if field number `fieldId` of message `typeName` ("etcdserverpb.Member", no leading dot) is an id. */
 export function isId64Field(typeName: string, fieldId: number): boolean {
   return ID64.get(typeName)?.includes(fieldId) ?? false;

@@ -152,7 +152,7 @@ export interface RangeResponseInit {
 export interface PutRequest {
   key: Buffer;
   value: Buffer;
-  lease: number;
+  lease: number | bigint;
   prevKv: boolean;
   ignoreValue: boolean;
   ignoreLease: boolean;
@@ -162,7 +162,7 @@ export interface PutRequest {
 export interface PutRequestInit {
   key?: Uint8Array;
   value?: Uint8Array;
-  lease?: number;
+  lease?: number | bigint;
   prevKv?: boolean;
   ignoreValue?: boolean;
   ignoreLease?: boolean;
@@ -253,7 +253,7 @@ export interface Compare {
   createRevision: number | undefined;
   modRevision: number | undefined;
   value: Buffer | undefined;
-  lease: number | undefined;
+  lease: number | bigint | undefined;
   rangeEnd: Buffer;
   /** Which member of oneof targetUnion is set. */
   targetUnion: "version" | "createRevision" | "modRevision" | "value" | "lease" | undefined;
@@ -268,7 +268,7 @@ export interface CompareInit {
   createRevision?: number | null;
   modRevision?: number | null;
   value?: Uint8Array | null;
-  lease?: number | null;
+  lease?: number | bigint | null;
   rangeEnd?: Uint8Array;
 }
 
@@ -479,19 +479,19 @@ export interface WatchResponseInit {
 /** etcdserverpb.LeaseGrantRequest, as decoded. */
 export interface LeaseGrantRequest {
   TTL: number;
-  ID: number;
+  ID: number | bigint;
 }
 
 /** etcdserverpb.LeaseGrantRequest, as given to the encoder. */
 export interface LeaseGrantRequestInit {
   TTL?: number;
-  ID?: number;
+  ID?: number | bigint;
 }
 
 /** etcdserverpb.LeaseGrantResponse, as decoded. */
 export interface LeaseGrantResponse {
   header: ResponseHeader | undefined;
-  ID: number;
+  ID: number | bigint;
   TTL: number;
   error: string;
 }
@@ -499,19 +499,19 @@ export interface LeaseGrantResponse {
 /** etcdserverpb.LeaseGrantResponse, as given to the encoder. */
 export interface LeaseGrantResponseInit {
   header?: ResponseHeaderInit | null;
-  ID?: number;
+  ID?: number | bigint;
   TTL?: number;
   error?: string;
 }
 
 /** etcdserverpb.LeaseRevokeRequest, as decoded. */
 export interface LeaseRevokeRequest {
-  ID: number;
+  ID: number | bigint;
 }
 
 /** etcdserverpb.LeaseRevokeRequest, as given to the encoder. */
 export interface LeaseRevokeRequestInit {
-  ID?: number;
+  ID?: number | bigint;
 }
 
 /** etcdserverpb.LeaseRevokeResponse, as decoded. */
@@ -526,13 +526,13 @@ export interface LeaseRevokeResponseInit {
 
 /** etcdserverpb.LeaseCheckpoint, as decoded. */
 export interface LeaseCheckpoint {
-  ID: number;
+  ID: number | bigint;
   remaining_TTL: number;
 }
 
 /** etcdserverpb.LeaseCheckpoint, as given to the encoder. */
 export interface LeaseCheckpointInit {
-  ID?: number;
+  ID?: number | bigint;
   remaining_TTL?: number;
 }
 
@@ -558,44 +558,44 @@ export interface LeaseCheckpointResponseInit {
 
 /** etcdserverpb.LeaseKeepAliveRequest, as decoded. */
 export interface LeaseKeepAliveRequest {
-  ID: number;
+  ID: number | bigint;
 }
 
 /** etcdserverpb.LeaseKeepAliveRequest, as given to the encoder. */
 export interface LeaseKeepAliveRequestInit {
-  ID?: number;
+  ID?: number | bigint;
 }
 
 /** etcdserverpb.LeaseKeepAliveResponse, as decoded. */
 export interface LeaseKeepAliveResponse {
   header: ResponseHeader | undefined;
-  ID: number;
+  ID: number | bigint;
   TTL: number;
 }
 
 /** etcdserverpb.LeaseKeepAliveResponse, as given to the encoder. */
 export interface LeaseKeepAliveResponseInit {
   header?: ResponseHeaderInit | null;
-  ID?: number;
+  ID?: number | bigint;
   TTL?: number;
 }
 
 /** etcdserverpb.LeaseTimeToLiveRequest, as decoded. */
 export interface LeaseTimeToLiveRequest {
-  ID: number;
+  ID: number | bigint;
   keys: boolean;
 }
 
 /** etcdserverpb.LeaseTimeToLiveRequest, as given to the encoder. */
 export interface LeaseTimeToLiveRequestInit {
-  ID?: number;
+  ID?: number | bigint;
   keys?: boolean;
 }
 
 /** etcdserverpb.LeaseTimeToLiveResponse, as decoded. */
 export interface LeaseTimeToLiveResponse {
   header: ResponseHeader | undefined;
-  ID: number;
+  ID: number | bigint;
   TTL: number;
   grantedTTL: number;
   keys: Buffer[];
@@ -604,7 +604,7 @@ export interface LeaseTimeToLiveResponse {
 /** etcdserverpb.LeaseTimeToLiveResponse, as given to the encoder. */
 export interface LeaseTimeToLiveResponseInit {
   header?: ResponseHeaderInit | null;
-  ID?: number;
+  ID?: number | bigint;
   TTL?: number;
   grantedTTL?: number;
   keys?: Uint8Array[];
@@ -622,12 +622,12 @@ export interface LeaseLeasesRequestInit {
 
 /** etcdserverpb.LeaseStatus, as decoded. */
 export interface LeaseStatus {
-  ID: number;
+  ID: number | bigint;
 }
 
 /** etcdserverpb.LeaseStatus, as given to the encoder. */
 export interface LeaseStatusInit {
-  ID?: number;
+  ID?: number | bigint;
 }
 
 /** etcdserverpb.LeaseLeasesResponse, as decoded. */
@@ -1405,7 +1405,7 @@ export interface KeyValue {
   modRevision: number;
   version: number;
   value: Buffer;
-  lease: number;
+  lease: number | bigint;
 }
 
 /** mvccpb.KeyValue, as given to the encoder. */
@@ -1415,7 +1415,7 @@ export interface KeyValueInit {
   modRevision?: number;
   version?: number;
   value?: Uint8Array;
-  lease?: number;
+  lease?: number | bigint;
 }
 
 /** mvccpb.Event, as decoded. */
@@ -1487,13 +1487,13 @@ export interface RoleInit {
 /** v3lockpb.LockRequest, as decoded. */
 export interface LockRequest {
   name: Buffer;
-  lease: number;
+  lease: number | bigint;
 }
 
 /** v3lockpb.LockRequest, as given to the encoder. */
 export interface LockRequestInit {
   name?: Uint8Array;
-  lease?: number;
+  lease?: number | bigint;
 }
 
 /** v3lockpb.LockResponse, as decoded. */
@@ -1531,14 +1531,14 @@ export interface UnlockResponseInit {
 /** v3electionpb.CampaignRequest, as decoded. */
 export interface CampaignRequest {
   name: Buffer;
-  lease: number;
+  lease: number | bigint;
   value: Buffer;
 }
 
 /** v3electionpb.CampaignRequest, as given to the encoder. */
 export interface CampaignRequestInit {
   name?: Uint8Array;
-  lease?: number;
+  lease?: number | bigint;
   value?: Uint8Array;
 }
 
@@ -1559,7 +1559,7 @@ export interface LeaderKey {
   name: Buffer;
   key: Buffer;
   rev: number;
-  lease: number;
+  lease: number | bigint;
 }
 
 /** v3electionpb.LeaderKey, as given to the encoder. */
@@ -1567,7 +1567,7 @@ export interface LeaderKeyInit {
   name?: Uint8Array;
   key?: Uint8Array;
   rev?: number;
-  lease?: number;
+  lease?: number | bigint;
 }
 
 /** v3electionpb.LeaderRequest, as decoded. */

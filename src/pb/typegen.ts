@@ -20,7 +20,7 @@
 
 import protobuf from "protobufjs";
 import { fileURLToPath } from "node:url";
-import { isId64Field } from "./id_fields.js";
+import { isExactInt64Field, isId64Field } from "./id_fields.js";
 import { ETCD_API_FILES, MEMBER_FILES, PROTO_DIR } from "./protos.js";
 
 const NUMBER_TYPES = new Set([
@@ -40,7 +40,13 @@ function tsName(t: protobuf.ReflectionObject): string {
 function scalarType(f: protobuf.Field, init: boolean, o: TypegenOptions): string {
   if (f.resolvedType instanceof protobuf.Enum) return "number";
   if (f.resolvedType instanceof protobuf.Type) return tsName(f.resolvedType) + (init ? "Init" : "");
-  if (NUMBER_TYPES.has(f.type)) return f.parent instanceof protobuf.Type && isId64Field(f.parent.fullName.slice(1), f.id) ? "bigint" : "number";
+  if (NUMBER_TYPES.has(f.type)) {
+    const parent = f.parent instanceof protobuf.Type ? f.parent.fullName.slice(1) : "";
+    if (isId64Field(parent, f.id)) return "bigint";
+    // Lease ids: exact, a number while safe and a bigint beyond (ProtoReader.int64Exact).
+    if (isExactInt64Field(parent, f.id)) return "number | bigint";
+    return "number";
+  }
   if (f.type === "bool") return "boolean";
   if (f.type === "string") return "string";
   if (f.type === "bytes") return init ? o.initBytes : "Buffer";

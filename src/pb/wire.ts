@@ -11,6 +11,17 @@ const UINT64_MAX = 2n ** 64n - 1n;
 const INT64_MAX = 2n ** 63n - 1n;
 const INT64_MIN = -(2n ** 63n);
 
+/** The int64 of a varint's 32-bit halves, as a number when exact, else a bigint. */
+function exactInt64(lo: number, hi: number): number | bigint {
+  const signed = hi | 0;
+  // |v| <= 2^53 - 1 exactly when the high half is within [-2^21, 2^21) and v is not -2^53.
+  if (signed >= -0x200000 && signed < 0x200000) {
+    const v = signed * TWO_32 + lo;
+    if (Number.isSafeInteger(v)) return v;
+  }
+  return BigInt.asIntN(64, (BigInt(hi) << 32n) | BigInt(lo));
+}
+
 /** Thrown on malformed or truncated input. */
 export class WireError extends Error {
   constructor(message: string) {
@@ -148,6 +159,21 @@ export class ProtoReader {
   /** An int64 as an exact bigint (lease and watch ids: ids above 2^53 round-trip). */
   int64Big(): bigint {
     return BigInt.asIntN(64, this.uint64Big());
+  }
+
+  /**
+   * An int64 exactly, in one representation per value: a number when it is a safe integer
+   * (|v| <= 2^53 - 1, the common case, kept cheap), a bigint beyond (lease ids: etcd's
+   * server-chosen ones use all 63 bits). Callers compare these with === and key Maps by them.
+   */
+  int64Exact(): number | bigint {
+    const b = this.buf[this.pos]!;
+    if (b < 0x80 && this.pos < this.end) {
+      this.pos++;
+      return b;
+    }
+    this.varint64();
+    return exactInt64(this.lo, this.hi);
   }
 
   sint64(): number {
@@ -379,6 +405,13 @@ export class ProtoWriter {
     if (typeof v === "number") v = BigInt(v);
     if (v < INT64_MIN || v > INT64_MAX) throw new RangeError(`int64 out of range: ${v}`);
     this.uint64Big(BigInt.asUintN(64, v));
+  }
+
+  /** Varint of an int64 given as int64Exact reads it (a number or a bigint). */
+  int64Exact(v: number | bigint): void {
+    if (typeof v === "bigint") this.int64Big(v);
+    else if (Number.isSafeInteger(v)) this.int64(v);
+    else throw new RangeError(`int64 must be a safe integer or a bigint, got ${v}`);
   }
 
   sint64(v: number): void {

@@ -18,6 +18,7 @@ import { PermType, type AuthInfo, type KeyPermission } from "../auth/types.js";
 import type { Lessor } from "../lease/lessor.js";
 import type { RequestOp, TxnRequest } from "../mvcc/types.js";
 import type { InternalRaftRequest } from "./raft_request.js";
+import type { LeaseId } from "../lease/types.js";
 
 /** The identity a replicated request carries (none: etcd's empty AuthInfo, revision 0). */
 export function authInfoOfEntry(req: InternalRaftRequest): AuthInfo | undefined {
@@ -74,7 +75,7 @@ function checkOps(auth: AuthStore, ops: readonly RequestOp[], ai: AuthInfo | und
 }
 
 /** Write permission on every key attached to `leaseId` (none when the lease does not exist). */
-function checkLeasePuts(auth: AuthStore, lessor: Lessor, leaseId: number, ai: AuthInfo | undefined): void {
+function checkLeasePuts(auth: AuthStore, lessor: Lessor, leaseId: LeaseId, ai: AuthInfo | undefined): void {
   if (!lessor.exists(leaseId)) return;
   for (const key of lessor.timeToLive(leaseId, { keys: true }).keys) auth.isPutPermitted(ai, key);
 }

@@ -19,6 +19,7 @@ import { decodeRole, decodeUser, streamEtcdSnapshot } from "../etcd_format/index
 import { META_CONSISTENT_INDEX } from "../mvcc/kvstore.js";
 import { META_FINISHED_COMPACT, META_SCHEDULED_COMPACT } from "../mvcc/kvstore_compaction.js";
 import { revMain, revSub } from "../mvcc/revision.js";
+import { leaseColumnSql, leaseFromColumn } from "../mvcc/types.js";
 import { idFromSqlite } from "./member.js";
 import { decodeMember } from "./membership.js";
 
@@ -64,11 +65,11 @@ function authState(db: Database): EtcdAuthState {
   };
 }
 
-type KvRaw = [number, Buffer, Buffer | null, number, number, number, number];
+type KvRaw = [number, Buffer, Buffer | null, number, number, number | string, number];
 
 /** Every row of the kv table in revision order, a page at a time. */
 function* revisions(db: Database): Generator<EtcdRevisionRecord> {
-  const page = db.prepare<[number, number], KvRaw>("SELECT rev, key, value, create_rev, version, lease, tombstone FROM kv WHERE rev > ? ORDER BY rev LIMIT ?").raw();
+  const page = db.prepare<[number, number], KvRaw>(`SELECT rev, key, value, create_rev, version, ${leaseColumnSql("lease")}, tombstone FROM kv WHERE rev > ? ORDER BY rev LIMIT ?`).raw();
   let after = -1;
   for (;;) {
     const rows = page.all(after, PAGE_ROWS);
@@ -78,7 +79,7 @@ function* revisions(db: Database): Generator<EtcdRevisionRecord> {
         main,
         sub: revSub(rev),
         tombstone: tombstone !== 0,
-        kv: { key, createRevision: createRev, modRevision: main, version, value: value ?? Buffer.alloc(0), lease: BigInt(lease) },
+        kv: { key, createRevision: createRev, modRevision: main, version, value: value ?? Buffer.alloc(0), lease: BigInt(leaseFromColumn(lease)) },
       };
     }
     if (rows.length < PAGE_ROWS) return;
@@ -86,17 +87,27 @@ function* revisions(db: Database): Generator<EtcdRevisionRecord> {
   }
 }
 
-/** Every lease in id order (the lease bucket's key order for ids below 2^63), a page at a time. */
+/**
+ * Every lease in the lease bucket's key order (the id's 8 big-endian bytes: the ids >= 0 ascending,
+ * then the negative ones ascending), a page at a time. Ids are read as text: they use all 64 bits.
+ */
 function* leases(db: Database): Generator<EtcdLease> {
-  const page = db.prepare<[number, number], { id: number; ttl: number; remaining_ttl: number }>("SELECT id, ttl, remaining_ttl FROM lease WHERE id > ? ORDER BY id LIMIT ?");
-  let after = Number.MIN_SAFE_INTEGER;
-  for (;;) {
-    const rows = page.all(after, PAGE_ROWS);
-    for (const r of rows) yield { id: BigInt(r.id), ttl: r.ttl, remainingTtl: r.remaining_ttl };
-    if (rows.length < PAGE_ROWS) return;
-    after = rows[rows.length - 1]!.id;
+  const page = db.prepare<[bigint, bigint, number], { id: string; ttl: number; remaining_ttl: number }>(
+    "SELECT CAST(id AS TEXT) AS id, ttl, remaining_ttl FROM lease WHERE lease.id >= ? AND lease.id <= ? ORDER BY lease.id LIMIT ?",
+  );
+  for (const [first, last] of [[0n, INT64_MAX], [INT64_MIN, -1n]] as const) {
+    for (let from = first; ; ) {
+      const rows = page.all(from, last, PAGE_ROWS);
+      for (const r of rows) yield { id: BigInt(r.id), ttl: r.ttl, remainingTtl: r.remaining_ttl };
+      const end = rows.length < PAGE_ROWS ? last : BigInt(rows[rows.length - 1]!.id);
+      if (end === last) break;
+      from = end + 1n;
+    }
   }
 }
+
+const INT64_MAX = 2n ** 63n - 1n;
+const INT64_MIN = -(2n ** 63n);
 
 function metaRevision(db: Database, name: string): number | undefined {
   const v = db.prepare<[string], unknown>("SELECT value FROM meta WHERE name = ?").pluck().get(name);

@@ -14,6 +14,7 @@ import type {
   LeaseTimeToLiveRequestInit,
   LeaseTimeToLiveResponse,
 } from "../pb/member-types.js";
+import type { LeaseId } from "../lease/types.js";
 import type { NodeId } from "../raft/types.js";
 import { EtcdError, Errors } from "./errors.js";
 import { loadMemberCodecs } from "../pb/protos.js";
@@ -127,7 +128,7 @@ export class LeaderClient {
   }
 
   /** Renews a lease on the leader; resolves with its TTL (0: not found). */
-  async keepAlive(leader: NodeId, url: string, id: number): Promise<number> {
+  async keepAlive(leader: NodeId, url: string, id: LeaseId): Promise<number> {
     const client = await this.clientFor(leader, url);
     const grpc = await loadGrpc();
     if (this.stream === undefined) {

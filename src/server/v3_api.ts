@@ -11,6 +11,7 @@ import type { TokenProvider } from "../auth/token.js";
 import type { AuthInfo } from "../auth/types.js";
 import { LessorNotPrimaryError } from "../lease/errors.js";
 import type { Lessor } from "../lease/lessor.js";
+import type { LeaseId } from "../lease/types.js";
 import type { HashKvResult, KvStore } from "../mvcc/kvstore.js";
 import type { RangeReadResult } from "../mvcc/kvstore_range.js";
 import type * as mvcc from "../mvcc/types.js";
@@ -210,18 +211,18 @@ export class V3Api implements V3Server {
     return { revision };
   }
 
-  leaseGrant(req: { ID: number; TTL: number }, signal?: AbortSignal): Promise<Applied<{ ID: number; TTL: number; error: string }>> {
+  leaseGrant(req: { ID: LeaseId; TTL: number }, signal?: AbortSignal): Promise<Applied<{ ID: LeaseId; TTL: number; error: string }>> {
     // etcd picks the id before proposing, so every member grants the same one.
     const ID = req.ID === 0 ? this.o.lessor.nextLeaseId() : req.ID;
     return this.proposeAndApply({ leaseGrant: { ID, TTL: req.TTL } }, signal);
   }
 
-  async leaseRevoke(id: number, signal?: AbortSignal): Promise<{ revision: number }> {
+  async leaseRevoke(id: LeaseId, signal?: AbortSignal): Promise<{ revision: number }> {
     const { revision } = await this.proposeAndApply<object>({ leaseRevoke: { ID: id } }, signal);
     return { revision };
   }
 
-  async leaseRenew(id: number): Promise<number> {
+  async leaseRenew(id: LeaseId): Promise<number> {
     if (this.o.raft.isLeader()) {
       try {
         return this.o.lessor.keepAlive(id);
@@ -233,7 +234,7 @@ export class V3Api implements V3Server {
     return this.o.leaderClient.keepAlive(leader, url, id);
   }
 
-  async leaseTimeToLive(req: { ID: number; keys: boolean; token?: string }): Promise<{ ID: number; TTL: number; grantedTTL: number; keys: Uint8Array[] }> {
+  async leaseTimeToLive(req: { ID: LeaseId; keys: boolean; token?: string }): Promise<{ ID: LeaseId; TTL: number; grantedTTL: number; keys: Uint8Array[] }> {
     if (!this.o.raft.isLeader()) {
       const { leader, url } = this.leaderUrl();
       // The caller's token goes along: with auth on the leader authorizes the call again, and
@@ -247,7 +248,7 @@ export class V3Api implements V3Server {
     return { ID: t.id, TTL: t.ttlSec, grantedTTL: t.grantedTtlSec, keys: t.keys };
   }
 
-  leaseLeases(): number[] {
+  leaseLeases(): LeaseId[] {
     return this.o.lessor.leases();
   }
 

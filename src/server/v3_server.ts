@@ -25,6 +25,7 @@ import type { NodeId } from "../raft/types.js";
 import type { AlarmMember, AlarmType } from "./alarms.js";
 import type { Member } from "./member.js";
 import type { ProposedRequest } from "./raft_request.js";
+import type { LeaseId } from "../lease/types.js";
 
 /** An applied request's response and the store revision after it (the response header's). */
 export interface Applied<T> {
@@ -107,14 +108,14 @@ export interface V3Server {
 
   // ---- Lease (etcd's Lessor)
   /** Grants a lease; ID 0 lets the member pick one. */
-  leaseGrant(req: { ID: number; TTL: number }, signal?: AbortSignal): Promise<Applied<{ ID: number; TTL: number; error: string }>>;
-  leaseRevoke(id: number, signal?: AbortSignal): Promise<{ revision: number }>;
+  leaseGrant(req: { ID: LeaseId; TTL: number }, signal?: AbortSignal): Promise<Applied<{ ID: LeaseId; TTL: number; error: string }>>;
+  leaseRevoke(id: LeaseId, signal?: AbortSignal): Promise<{ revision: number }>;
   /** A keep-alive: the leader's lessor renews, a follower asks the leader. Returns the TTL. */
-  leaseRenew(id: number): Promise<number>;
+  leaseRenew(id: LeaseId): Promise<number>;
   /** Answered by the leader's lessor (asked through the leader when this member is a follower). */
   /** `token`: the caller's, carried when a follower asks the leader (which checks it again). */
-  leaseTimeToLive(req: { ID: number; keys: boolean; token?: string }): Promise<{ ID: number; TTL: number; grantedTTL: number; keys: Uint8Array[] }>;
-  leaseLeases(): number[];
+  leaseTimeToLive(req: { ID: LeaseId; keys: boolean; token?: string }): Promise<{ ID: LeaseId; TTL: number; grantedTTL: number; keys: Uint8Array[] }>;
+  leaseLeases(): LeaseId[];
 
   // ---- Cluster
   memberList(linearizable: boolean): Promise<Member[]>;

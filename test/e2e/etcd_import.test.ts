@@ -7,9 +7,8 @@
  * the lease with its TTL, users and roles (auth enabled), the member list and cluster id, and accept
  * a write at the next revision.
  *
- * Ids: member and cluster ids are exact 64-bit on both; etcd's automatic lease ids use 64 bits and
- * etcetera's lease ids are still below 2^53 (the import refuses an id it would have to change), so
- * the lease takes an id of the client's choosing. The single members advertise a fixed peer URL
+ * Ids: member, cluster and lease ids are exact 64-bit on both; the lease takes an id of etcd's
+ * shape (63 bits, far above 2^53) chosen by the client, so both targets hold the same one. The single members advertise a fixed peer URL
  * with a token that gives known ids (a single member never dials its own peer URL).
  */
 import { createHash } from "node:crypto";
@@ -25,7 +24,7 @@ import { Cluster, etcdctl, eventually, Member, TARGET_ETCD, type CtlResult } fro
 const TOKEN = "etcetera-import-1504462";
 const PEER_URL = "http://127.0.0.1:1";
 const MEMBER_ID = "3d04818883d79";
-const LEASE_ID = 0x1234567;
+const LEASE_ID = 0x694d_8a3c_1b2a_4e04n;
 const PASSWORD = "pw-import";
 
 const dir = mkdtempSync(join(tmpdir(), "etcetera-etcd-import-"));
@@ -78,7 +77,7 @@ async function writeHistory(m: Member): Promise<void> {
   await ok(m, ["txn"], false).catch(() => undefined);
   const c = clients(m.endpoint);
   try {
-    await unary(c.lease, "LeaseGrant", { TTL: 600, ID: LEASE_ID });
+    await unary(c.lease, "LeaseGrant", { TTL: 600, ID: String(LEASE_ID) });
   } finally {
     c.close();
   }

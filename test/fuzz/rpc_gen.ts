@@ -101,6 +101,17 @@ export class RpcGen {
     return this.rng.bool(0.88) ? this.rng.int(defined) : this.rng.pick(outOfRange);
   }
 
+  /** A client-chosen lease id: small, anywhere in the positive int63 range, or near 2^53 and 2^63. */
+  private explicitLeaseId(): string {
+    const r = this.rng;
+    return r.weighted<() => string>([
+      [30, () => String(r.between(1, 2 ** 40))],
+      // 63 random bits (top bit clear: positive), never 0.
+      [50, () => String(((BigInt(r.u32() & 0x7fffffff) << 32n) | BigInt(r.u32())) || 1n)],
+      [20, () => r.pick(["9007199254740991", "9007199254740992", "9007199254740993", "9223372036854775806", "9223372036854775807"])],
+    ])();
+  }
+
   private leaseId(): string {
     const r = this.rng;
     if (this.longLeases.length > 0 && r.bool(0.6)) return `@lease:${r.pick(this.longLeases)}`;
@@ -250,9 +261,8 @@ export class RpcGen {
             [10, String(r.between(1, 5))],
           ]);
           if (Number(ttl) >= 600 && Number(ttl) <= 3600) this.longLeases.push(index);
-          // etcetera supports lease ids below 2^53 only (by design, src/pb/wire.ts); a grant of a larger
-          // explicit id would make every later use of that id differ from etcd, so reference runs stay below.
-          const id = r.bool(0.6) ? "0" : this.opts.referenceSafe ? String(r.between(1, 2 ** 40)) : this.int64(1000);
+          // Explicit ids over the whole int64 range (above 2^53 too: lease ids are exact, src/lease/types.ts).
+          const id = r.bool(0.6) ? "0" : this.opts.referenceSafe ? this.explicitLeaseId() : this.int64(1000);
           return unary("lease", "LeaseGrant", { TTL: ttl, ID: id });
         },
       ],

@@ -93,7 +93,8 @@ describe("protobuf JSON mapping", () => {
     );
     expect(txn).toEqual({
       compare: [{ key: Buffer.from("a"), target: 2, result: 2, modRevision: 7 }],
-      success: [{ requestPut: { key: Buffer.from("a"), lease: 9007199254740992 } }],
+      // A lease id is exact: 2^53 + 1 stays itself (a bigint beyond 2^53), never rounds to 2^53.
+      success: [{ requestPut: { key: Buffer.from("a"), lease: 9007199254740993n } }],
     });
   });
 

@@ -18,7 +18,6 @@ import { GrpcError, Status } from "../../src/grpc/status.js";
 import { eventually } from "./harness.js";
 import { ETCDCTL_BIN } from "../binaries.js";
 
-// The lease ID stays below 2^53: etcetera's 64-bit fields are JS numbers.
 const ETCDCTL = ETCDCTL_BIN;
 
 interface Run {
@@ -42,7 +41,7 @@ const header = (revision: number) => ({ cluster_id: 0x1234n, member_id: 0x42n, r
 
 describe("etcdctl against the node:http2 server", () => {
   const server = new GrpcServer();
-  const puts: { key: string; value: string; lease: number; token: string | undefined }[] = [];
+  const puts: { key: string; value: string; lease: number | bigint; token: string | undefined }[] = [];
   const watchRequests: string[] = [];
   let port = 0;
   let watchStreams = 0;
@@ -87,7 +86,7 @@ describe("etcdctl against the node:http2 server", () => {
     };
     server.addService("etcdserverpb.Watch", watch);
     server.addService("etcdserverpb.Lease", {
-      LeaseGrant: (req: { TTL: number; ID: number }) => ({ header: header(10), ID: 0x1d77f3d1d0a40a, TTL: req.TTL }),
+      LeaseGrant: (req: { TTL: number; ID: number | bigint }) => ({ header: header(10), ID: 0x1d77f3d1d0a40a, TTL: req.TTL }),
     });
     server.addService("etcdserverpb.Auth", {
       Authenticate: (req: { name: string; password: string }) => {

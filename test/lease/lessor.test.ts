@@ -11,6 +11,8 @@ import {
 import { MAX_LEASE_TTL_SEC } from "../../src/lease/ttl.js";
 import { toEtcdError } from "../../src/server/errors.js";
 import { dec, enc, fixture, type Fixture } from "./harness.js";
+import { leaseIdFromInt64, leaseIdToBigInt } from "../../src/lease/lease_id.js";
+import type { LeaseId } from "../../src/lease/types.js";
 
 let f: Fixture;
 afterEach(() => f?.tmp.cleanup());
@@ -45,7 +47,7 @@ describe("grant", () => {
     expect(f.lessor.grant(2, MAX_LEASE_TTL_SEC).ttlSec).toBe(9_000_000_000);
   });
 
-  it("rejects id 0 as etcd's lessor does, and ids beyond 2^53", () => {
+  it("rejects id 0 as etcd's lessor does, and ids not in LeaseId's one representation", () => {
     f = fixture();
     const zero = catchError(() => f.lessor.grant(0, 10));
     expect(zero).toBeInstanceOf(LeaseNotFoundError);
@@ -53,17 +55,31 @@ describe("grant", () => {
     expect(toEtcdError(zero).code).toBe(Status.NOT_FOUND);
     expect(() => f.lessor.grant(2 ** 53, 10)).toThrow(LeaseIdOutOfRangeError);
     expect(() => f.lessor.grant(1.5, 10)).toThrow(LeaseIdOutOfRangeError);
+    expect(() => f.lessor.grant(5n, 10)).toThrow(LeaseIdOutOfRangeError);
   });
 
-  it("chooses unique positive ids below 2^53 that skip existing leases", () => {
+  it("holds ids over the whole int64 range exactly, and reads them back from its table", () => {
+    f = fixture();
+    const ids = [9007199254740993n, 2n ** 63n - 1n, -(2n ** 63n), 9007199254740991, -5];
+    for (const id of ids) f.lessor.grant(id, 60);
+    expect(f.lessor.exists(9007199254740992n)).toBe(false);
+    for (const id of ids) expect(f.lessor.timeToLive(id).grantedTtlSec).toBe(60);
+    f.lessor.recover();
+    expect([...f.lessor.leases()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))).toEqual([-(2n ** 63n), -5, 9007199254740991, 9007199254740993n, 2n ** 63n - 1n]);
+    f.lessor.revoke(2n ** 63n - 1n);
+    expect(f.lessor.exists(2n ** 63n - 1n)).toBe(false);
+    expect(f.lessor.exists(9007199254740993n)).toBe(true);
+  });
+
+  it("chooses etcd's unique positive int63 ids that skip existing leases", () => {
     f = fixture({ memberId: 0x1234_5678_9abcn, idSeedMs: 1_700_000_000_000 });
-    const first = f.lessor.nextLeaseId();
-    f.lessor.grant(first + 1, 10); // the next id the generator would pick is taken
-    const second = f.lessor.nextLeaseId();
-    expect(second).toBe(first + 2);
+    const first = leaseIdToBigInt(f.lessor.nextLeaseId());
+    f.lessor.grant(leaseIdFromInt64(first + 1n), 10); // the next id the generator would pick is taken
+    const second = leaseIdToBigInt(f.lessor.nextLeaseId());
+    expect(second).toBe(first + 2n);
     for (const id of [first, second]) {
-      expect(Number.isSafeInteger(id)).toBe(true);
-      expect(id).toBeGreaterThan(0);
+      expect(id >> 48n).toBe(0x1abcn); // the member id's low 16 bits (0x9abc), top bit masked: positive
+      expect(id > 0n && id < 2n ** 63n).toBe(true);
     }
   });
 });
@@ -284,7 +300,7 @@ describe("expiry storm", () => {
     const n = 10_000;
     for (let id = 1; id <= n; id++) f.lessor.grant(id, 5);
     f.clock.advance(5000);
-    const seen = new Set<number>();
+    const seen = new Set<LeaseId>();
     let batches = 0;
     for (;;) {
       const ids = f.lessor.expiredLeases();

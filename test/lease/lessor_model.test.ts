@@ -147,7 +147,8 @@ function step(f: ReturnType<typeof fixture>, m: Model, op: Op): void {
       }
       return;
     case "poll": {
-      const got = l.expiredLeases(1000).sort((a, b) => a - b);
+      // The model draws small ids: numbers (LeaseId's form for every safe integer).
+      const got = l.expiredLeases(1000).map(Number).sort((a, b) => a - b);
       const want = m.primary ? [...m.leases].filter(([, ml]) => ml.notifyAt <= now).map(([lid]) => lid) : [];
       expect(got).toEqual(want.sort((a, b) => a - b));
       for (const lid of got) {
@@ -167,7 +168,7 @@ function step(f: ReturnType<typeof fixture>, m: Model, op: Op): void {
         ml.notifyAt = Infinity;
         for (const k of ml.keys) lessor.attach(lid, enc(k)); // the store re-attaches at startup
       }
-      expect(lessor.leases().sort((a, b) => a - b)).toEqual([...m.leases.keys()].sort((a, b) => a - b));
+      expect(lessor.leases().map(Number).sort((a, b) => a - b)).toEqual([...m.leases.keys()].sort((a, b) => a - b));
       return;
     }
     case "ttl": {

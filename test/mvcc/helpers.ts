@@ -24,7 +24,7 @@ export function openStore(dir: string, opts: Partial<KvStoreOptions> = {}): KvSt
 /** The seed of a randomized test (test/seed.ts). */
 export { testSeed as seedFor } from "../seed.js";
 
-export function plainKv(kv: KeyValue): { key: string; value: string; createRevision: number; modRevision: number; version: number; lease: number } {
+export function plainKv(kv: KeyValue): { key: string; value: string; createRevision: number; modRevision: number; version: number; lease: number | bigint } {
   return {
     key: s(kv.key),
     value: s(kv.value),

@@ -50,6 +50,36 @@ describe('kv store + lessor', () => {
     kv.close();
   });
 
+  it('lease ids over the whole int64 range are stored exactly: range, txn compare, restart and revoke', () => {
+    const dir = tmpDir();
+    cleanup.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    let { kv, lessor } = boot(dir);
+    const big = 2n ** 53n + 1n; // a double would round it to 2^53
+    const max = 2n ** 63n - 1n;
+    lessor.grant(big, 60);
+    lessor.grant(max, 60);
+    lessor.grant(-(2n ** 63n), 60);
+    kv.apply(1, 1, { put: { key: b('big'), value: b('1'), lease: big } });
+    kv.apply(2, 1, { put: { key: b('max'), value: b('1'), lease: max } });
+    kv.apply(3, 1, { put: { key: b('min'), value: b('1'), lease: -(2n ** 63n) } });
+    kv.apply(4, 1, { put: { key: b('small'), value: b('1'), lease: 0 } });
+    // 2^53 itself is another lease: unknown.
+    expect(kv.apply(5, 1, { put: { key: b('x'), value: b(''), lease: 2n ** 53n } })!.error?.message).toBe('etcdserver: requested lease not found');
+    const leases = (): unknown[] => kv.range({ key: b('a'), rangeEnd: b('z') }).kvs.map((x) => [Buffer.from(x.key).toString(), x.lease]);
+    expect(leases()).toEqual([['big', big], ['max', max], ['min', -(2n ** 63n)], ['small', 0]]);
+    const cmp = kv.apply(6, 1, { txn: { compare: [{ key: b('big'), target: 4, result: 0, lease: big }], success: [{ requestPut: { key: b('cmp'), value: b('y') } }] } });
+    expect(cmp!.error).toBeUndefined();
+    kv.close();
+
+    ({ kv, lessor } = boot(dir));
+    expect(leases()).toEqual([['big', big], ['cmp', 0], ['max', max], ['min', -(2n ** 63n)], ['small', 0]]);
+    expect(lessor.timeToLive(max, { keys: true }).keys.map((k) => Buffer.from(k).toString())).toEqual(['max']);
+    kv.markApplied(7, 1);
+    lessor.revoke(big);
+    expect(leases()).toEqual([['cmp', 0], ['max', max], ['min', -(2n ** 63n)], ['small', 0]]);
+    kv.close();
+  });
+
   it('a crash loses a lease grant and the puts using it together with the consistent index', () => {
     const dir = tmpDir();
     cleanup.push(() => fs.rmSync(dir, { recursive: true, force: true }));

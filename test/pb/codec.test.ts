@@ -192,6 +192,37 @@ describe("compiled codecs", () => {
   });
 });
 
+describe("lease id fields (src/pb/id_fields.ts EXACT_INT64)", () => {
+  const leaseId = fc.oneof(
+    fc.constantFrom<number | bigint>(0, 1, -1, Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER, 2n ** 53n, 2n ** 53n + 1n, -(2n ** 53n), 2n ** 63n - 1n, -(2n ** 63n)),
+    fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).map((b) => (b >= -BigInt(Number.MAX_SAFE_INTEGER) && b <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(b) : b)),
+  );
+
+  it("decode exactly, a number while safe and a bigint beyond, as protobufjs reads the int64 (property)", () => {
+    const seed = seedFor("codec lease ids");
+    const T = ref.lookupType("etcdserverpb.PutRequest");
+    const codec = codecs.message<Record<string, unknown>>("etcdserverpb.PutRequest");
+    const kv = codecs.message<Record<string, unknown>>("mvccpb.KeyValue");
+    fc.assert(
+      fc.property(leaseId, (id) => {
+        const buf = codec.encode({ key: Buffer.from("k"), lease: id });
+        expect(T.toObject(T.decode(buf), { longs: String, defaults: true }).lease).toBe(String(id));
+        const back = codec.decode(buf).lease as number | bigint;
+        expect(back).toBe(id);
+        expect(typeof back === "number" ? Number.isSafeInteger(back) : back > BigInt(Number.MAX_SAFE_INTEGER) || back < -BigInt(Number.MAX_SAFE_INTEGER)).toBe(true);
+        expect(kv.decode(kv.encode({ key: Buffer.from("k"), lease: id })).lease).toBe(id);
+      }),
+      { seed, numRuns: 300 },
+    );
+  });
+
+  it("refuse a number that is not exact rather than round it", () => {
+    const codec = codecs.message<Record<string, unknown>>("etcdserverpb.LeaseGrantRequest");
+    expect(() => codec.encode({ ID: 2 ** 53 })).toThrow(RangeError);
+    expect(codec.decode(codec.encode({ ID: 9007199254740993n })).ID).toBe(9007199254740993n);
+  });
+});
+
 /**
  * Groups (wire types 3/4, deprecated): what etcd 3.4.23 answers for a RangeRequest carrying them,
  * checked against /usr/bin/etcd with raw HTTP/2 requests (test/fuzz/h2_raw.ts): gogoproto skips a

@@ -37,7 +37,7 @@ const cases: Array<[Error, number, string]> = [
   [new LeaseExistsError(), Status.FAILED_PRECONDITION, "etcdserver: lease already exists"],
   [new LeaseTtlTooLargeError(), Status.OUT_OF_RANGE, "etcdserver: too large lease TTL"],
   [new LessorNotPrimaryError(), Status.UNKNOWN, "not a primary lessor"],
-  [new LeaseIdOutOfRangeError(2 ** 53), Status.OUT_OF_RANGE, "etcdserver: lease ID 9007199254740992 is out of the range etcetera supports (|ID| < 2^53)"],
+  [new LeaseIdOutOfRangeError("9223372036854775808"), Status.OUT_OF_RANGE, "etcdserver: lease ID 9223372036854775808 is not an int64"],
 ];
 
 describe("toEtcdError: the one map from store errors to etcd's status and text", () => {

@@ -15,7 +15,7 @@ let f: Fixture;
 afterEach(() => f?.tmp.cleanup());
 
 function scheduler(leader: () => boolean) {
-  const proposed: Array<Array<{ ID: number; remaining_TTL: number }>> = [];
+  const proposed: Array<Array<{ ID: number | bigint; remaining_TTL: number }>> = [];
   const cps = new LeaseCheckpoints({
     isLeader: leader,
     dueCheckpoints: (limit) => f.lessor.dueCheckpoints(limit),

@@ -6,7 +6,7 @@
  *   request id (and the header's) only wakes the proposer's waiting call, and nobody waits after an
  *   import: it becomes the entry's index, which fits etcetera's ids. The request is then decoded
  *   with etcetera's codec and encoded again: a field etcetera does not know, or a value it cannot
- *   hold exactly (a 64-bit lease id), changes the bytes, and the import is refused naming the
+ *   hold exactly, changes the bytes, and the import is refused naming the
  *   entry, never applied differently. etcd 3.4's v2 requests (member attributes, cluster version)
  *   are not InternalRaftRequests and are refused the same way.
  * - A conf change carries etcd's member JSON as its context; etcetera's carries its own context

@@ -1,11 +1,12 @@
 /**
- * etcd's ids are exact uint64s (bigint here, as read from its files). etcetera's member, cluster
- * and raft ids are exact 64-bit too; its lease ids are still safe integers. This is the one place
- * an import narrows them, and it refuses what does not fit instead of rounding: an id that
- * changed would be another member or another lease.
+ * etcd's ids are exact uint64s/int64s (bigint here, as read from its files). etcetera's member,
+ * cluster, raft and lease ids are exact 64-bit too (lease ids in LeaseId's one representation).
+ * This is the one place an import converts them, and it refuses what is not an id instead of
+ * rounding: an id that changed would be another member or another lease.
  */
+import { leaseIdFromInt64 } from "../../lease/lease_id.js";
+import type { LeaseId } from "../../lease/types.js";
 import type { NodeId } from "../../raft/types.js";
-
 
 export class ImportRefusedError extends Error {
   constructor(message: string) {
@@ -19,9 +20,11 @@ export function importNodeId(id: bigint, what: string): NodeId {
   return id;
 }
 
-export function importLeaseId(id: bigint, what: string): number {
-  if (id < BigInt(Number.MIN_SAFE_INTEGER) || id > BigInt(Number.MAX_SAFE_INTEGER)) {
-    throw new ImportRefusedError(`${what} ${id.toString(16)} needs 64 bits; etcetera's lease ids are below 2^53: cannot import without changing it`);
+/** A lease id as etcetera holds it (exact: a number while safe, a bigint beyond); every int64 is one. */
+export function importLeaseId(id: bigint, what: string): LeaseId {
+  try {
+    return leaseIdFromInt64(id);
+  } catch {
+    throw new ImportRefusedError(`${what} ${id} is not an int64`);
   }
-  return Number(id);
 }

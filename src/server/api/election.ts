@@ -15,6 +15,7 @@ import { authorized } from "./authorize.js";
 import { REQUIRE_LEADER_KEY, requireLeaderIfAsked } from "./guard.js";
 import { firstCreate, prefixRange, Session, viaClient } from "./lock.js";
 import { LeaderLossMonitor } from "./watch.js";
+import type { LeaseId } from "../../lease/types.js";
 
 /** etcd's errors here are plain Go errors: gRPC answers them with code Unknown and their text. */
 const errElectionNotLeader = () => new GrpcError(Status.UNKNOWN, "election: not leader");
@@ -106,7 +107,7 @@ export function electionService(s: V3Server): MemberHandlers<"v3electionpb.Elect
 }
 
 /** concurrency.Election.Campaign, answered with the campaign txn's header as etcd does. */
-async function campaign(session: Session, name: Buffer, lease: number, value: Buffer) {
+async function campaign(session: Session, name: Buffer, lease: LeaseId, value: Buffer) {
   const pfx = Buffer.concat([name, SLASH]);
   const key = Buffer.concat([pfx, Buffer.from(lease.toString(16))]);
   const { response, header: hdr } = await session.txn({
@@ -140,7 +141,7 @@ async function campaign(session: Session, name: Buffer, lease: number, value: Bu
 }
 
 /** Sets the leader's value if it still holds `key` created at `rev`; else "election: not leader". */
-async function proclaim(session: Session, leader: LeaderKey, lease: number, value: Buffer): Promise<ResponseHeader> {
+async function proclaim(session: Session, leader: LeaderKey, lease: LeaseId, value: Buffer): Promise<ResponseHeader> {
   const key = bytes(leader.key);
   const { response, header: hdr } = await session.txn({
     compare: [{ key, target: CompareTarget.CREATE, result: CompareResult.EQUAL, createRevision: leader.rev ?? 0 }],

@@ -29,6 +29,7 @@ import { Errors, toEtcdError } from "../errors.js";
 import { authorized } from "./authorize.js";
 import { requireLeaderIfAsked } from "./guard.js";
 import { header, type ResponseHeader } from "./header.js";
+import type { LeaseId } from "../../lease/types.js";
 
 /** concurrency.defaultSessionTTL: the lease granted when a request names none. */
 const DEFAULT_SESSION_TTL_SEC = 60;
@@ -72,7 +73,7 @@ export function lockService(s: V3Server): MemberHandlers<"v3lockpb.Lock"> {
 }
 
 /** etcd's Mutex.Lock: returns the holder's key and the header of the read that proved it holds. */
-async function lock(session: Session, name: Buffer, lease: number): Promise<{ key: Buffer; header: ResponseHeader }> {
+async function lock(session: Session, name: Buffer, lease: LeaseId): Promise<{ key: Buffer; header: ResponseHeader }> {
   const pfx = Buffer.concat([name, SLASH]);
   const key = Buffer.concat([pfx, Buffer.from(lease.toString(16))]);
   const { response, header: hdr } = await session.txn({
@@ -139,7 +140,7 @@ export class Session {
   ) {}
 
   /** concurrency.NewSession: the given lease, or a fresh one with etcd's default session TTL. */
-  async lease(id: number): Promise<number> {
+  async lease(id: LeaseId): Promise<LeaseId> {
     if (id !== 0) return id;
     const { response } = await this.s.leaseGrant({ ID: 0, TTL: DEFAULT_SESSION_TTL_SEC }, this.signal);
     return response.ID;
