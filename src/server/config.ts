@@ -423,7 +423,7 @@ export function formatInitialCluster(members: readonly InitialMember[]): string 
 }
 
 /** etcd's bootstrap checks: no URL twice, this member listed, and listed with its advertise URLs. */
-function verifyInitialCluster(name: string, members: readonly InitialMember[], advertisePeerUrls: readonly string[]): void {
+export function verifyInitialCluster(name: string, members: readonly InitialMember[], advertisePeerUrls: readonly string[]): void {
   const text = formatInitialCluster(members);
   const seen = new Set<string>();
   for (const m of members) {

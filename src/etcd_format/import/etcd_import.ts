@@ -12,19 +12,17 @@
  * leaves etcd's member/ as it was and the next start imports again from scratch; one between the
  * two renames is finished by the next start (the import dir is complete by then).
  */
-import { closeSync, existsSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync } from "node:fs";
+import { closeSync, existsSync, openSync, readSync, renameSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import type { ConfState, Snapshot } from "../../raft/types.js";
 import type { Logger } from "../../server/logger.js";
 import { formatId, type Member } from "../../server/member.js";
-import { Snapshotter, WAL } from "../../wal/index.js";
 import { fsyncDir } from "../../wal/segment.js";
 import { EtcdBackendReader } from "../backend_reader.js";
 import { etcdV2Cluster, readNewestEtcdSnap } from "../snap_reader.js";
 import { readEtcdWal } from "../wal_reader.js";
-import { importBackend } from "./backend_import.js";
 import { importEntries } from "./entries_import.js";
 import { ImportRefusedError, importNodeId } from "./ids.js";
+import { writeMemberDir } from "./member_dir.js";
 
 export const IMPORT_DIR = "member.etcetera-import";
 export const ORIGINAL_DIR = "member.etcd-original";
@@ -122,37 +120,22 @@ async function importInto(c: ImportConfig, staged: string, logger: Logger): Prom
     if (!members.some((m) => m.id === memberId)) {
       throw new ImportRefusedError(`member ${formatId(memberId)} of the WAL is not among the members at index ${ci} (${members.map((m) => formatId(m.id)).join(", ")})`);
     }
-    const confState: ConfState = {
-      voters: members.filter((m) => !m.isLearner).map((m) => m.id),
-      learners: members.filter((m) => m.isLearner).map((m) => m.id),
-      votersOutgoing: [],
-      learnersNext: [],
-      autoLeave: false,
-    };
     const tail = importEntries(wal.entries.filter((e) => e.index > ci));
     const hs = wal.hardState;
     const hardState = { term: Math.max(hs.term, term), vote: hs.vote === 0n ? 0n : importNodeId(hs.vote, "hard state vote"), commit: Math.max(hs.commit, ci) };
-
-    mkdirSync(join(staged, "snap"), { recursive: true });
-    const imported = importBackend({
+    const imported = await writeMemberDir({
       source,
-      path: join(staged, "snap", "db"),
+      dir: staged,
+      memberId,
+      clusterId,
       members,
       removedMemberIds: removed,
       consistentIndex: ci,
       term,
+      hardState,
+      tail,
       progress: (n) => logger.info({ revisions: n }, "importing etcd's key revisions"),
     });
-    const snapshot: Snapshot = { data: new Uint8Array(0), metadata: { index: ci, term, confState } };
-    await new Snapshotter(join(staged, "snap")).save(snapshot);
-    const newWal = await WAL.create(join(staged, "wal"), { memberId, clusterId });
-    try {
-      await newWal.saveSnapshotMarker({ index: ci, term, confState });
-      await newWal.save(hardState, tail);
-    } finally {
-      await newWal.close();
-    }
-    await fsyncDir(join(staged, "snap"));
     logger.info(
       {
         memberId: formatId(memberId),
