@@ -81,4 +81,36 @@ describe("client snapshot in etcd's format", () => {
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("carries lease ids over the whole int64 range exactly, in the lease bucket's key order (negative ids last)", async () => {
+    const { backend, kv, lessor } = memberStores();
+    const ids = [-(2n ** 63n), -5, 7, 9007199254740993n, 2n ** 63n - 1n];
+    for (const id of ids) lessor.grant(id, 60);
+    kv.put({ key: Buffer.from("big"), value: Buffer.from("v"), lease: 9007199254740993n });
+    kv.put({ key: Buffer.from("neg"), value: Buffer.from("v"), lease: -5 });
+    const chunks: Buffer[] = [];
+    await streamBackendSnapshot(backend, (chunk) => {
+      chunks.push(Buffer.from(chunk.blob));
+      return Promise.resolve();
+    });
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "etcd-snapshot-"));
+    try {
+      const file = path.join(dir, "snap.db");
+      fs.writeFileSync(file, Buffer.concat(chunks));
+      const r = EtcdBackendReader.open(file, { requireSnapshotHash: true });
+      try {
+        expect(r.bolt.check()).toEqual([]);
+        // The bucket's order is the 8 big-endian bytes of the id: 0 and up, then the negative ids.
+        expect([...r.leases()].map((l) => l.id)).toEqual([7n, 9007199254740993n, 2n ** 63n - 1n, -(2n ** 63n), -5n]);
+        expect([...r.revisions()].map((x) => [Buffer.from(x.kv.key).toString(), x.kv.lease])).toEqual([
+          ["big", 9007199254740993n],
+          ["neg", -5n],
+        ]);
+      } finally {
+        r.close();
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
