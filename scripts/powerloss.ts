@@ -63,10 +63,19 @@ for (let seed = firstSeed; seed < firstSeed + seeds; seed++) {
       let ok: boolean;
       let dir: string;
       if (victims !== undefined) {
-        const report = await runClusterCrash({ seed, victims, cutAt: cut as ClusterCutAt, ...common });
-        ok = report.ok;
-        dir = report.dir;
-        console.log(describeClusterReport(report, `npm run powerloss -- --cluster --victims ${victims} --seed ${seed} --cut-at ${cut}${extra}`));
+        const replay = `npm run powerloss -- --cluster --victims ${victims} --seed ${seed} --cut-at ${cut}${extra}`;
+        const startedMs = Date.now();
+        try {
+          const report = await runClusterCrash({ seed, victims, cutAt: cut as ClusterCutAt, ...common });
+          ok = report.ok;
+          dir = report.dir;
+          console.log(describeClusterReport(report, replay));
+        } catch (e) {
+          // A run that threw (a stall, its budget) prints its diagnosis; the next seeds still run.
+          ok = false;
+          dir = "(removed)";
+          console.log(`seed=${seed} victims=${victims} cut-at=${cut}: FAILED after ${((Date.now() - startedMs) / 1000).toFixed(1)} s (replay: ${replay})\n${(e as Error).message}`);
+        }
       } else {
         const report = await runMemberCrash({ seed, cutAt: cut as CutAt, ...common });
         ok = report.ok;

@@ -22,6 +22,7 @@ import { mulberry32 } from "../prng.js";
 import { EtcdConnection } from "../reliability/etcd_client.js";
 import { integrityOf, killMember, namesFileAndOffset, refusalLine, startMember, valueOf, waitForLine } from "./crash_checks.js";
 import { awaitInstallStep, awaitWalCut, pickFollower, WAL_CUT_ENV } from "./cluster_cuts.js";
+import { diagnose, lastLines, PhaseClock } from "./cluster_diagnosis.js";
 import { LazyFs, scratch } from "./lazyfs.js";
 
 export { stopAll } from "./crash_checks.js";
@@ -49,6 +50,11 @@ export interface ClusterCrashOptions {
   restartTimeoutMs?: number;
   /** Environment of every member (the mutation test plants ETCETERA_TEST_BUG=wal-no-sync). */
   env?: Record<string, string>;
+  /**
+   * The whole run's budget (default 225 s, inside the test's 240 s): past it the run stops where it
+   * is and throws its diagnosis (cluster_diagnosis.ts) instead of being killed silently by a timeout.
+   */
+  budgetMs?: number;
   log?: (line: string) => void;
 }
 
@@ -77,6 +83,10 @@ export interface ClusterCrashReport {
   lostCount: number;
   cutLogs: string;
   logsAfter: string;
+  /** The phases and their durations (PhaseClock.describe at the end). */
+  timeline: string;
+  /** The diagnosis (cluster_diagnosis.ts), taken while the members still ran, when a check failed. */
+  diagnosis?: string;
   dir: string;
   ok: boolean;
 }
@@ -99,21 +109,29 @@ async function sleep(ms: number): Promise<void> {
   await new Promise((r) => setTimeout(r, ms));
 }
 
-/** Waits until every member answers Status with the same leader and the same applied revision. */
-async function converge(conns: EtcdConnection[], timeoutMs: number): Promise<{ revision: number } | { failure: string }> {
+/**
+ * Waits for a put committed through the cluster (convergence), then until every member answers
+ * Status with the same leader and the same applied revision (catch-up).
+ */
+async function converge(conns: EtcdConnection[], timeoutMs: number, clock: PhaseClock): Promise<{ revision: number } | { failure: string }> {
   const deadline = Date.now() + timeoutMs;
   let last = "";
+  let synced = false;
+  clock.enter("convergence");
   // A put through the cluster: a new leader's first entry of its term is committed with it.
-  while (Date.now() < deadline) {
+  while (Date.now() < deadline && clock.abandoned === undefined) {
     try {
       await conns[0]!.execute({ kind: "put", key: `${KEY_PREFIX}sync`, value: "sync" }, 5_000);
+      synced = true;
       break;
     } catch (e) {
       last = `sync put: ${(e as Error).message}`;
       await sleep(200);
     }
   }
-  while (Date.now() < deadline) {
+  if (!synced) return { failure: `no put committed through the cluster within ${timeoutMs} ms (${last})` };
+  clock.enter("catch-up");
+  while (Date.now() < deadline && clock.abandoned === undefined) {
     try {
       const statuses = await Promise.all(conns.map((c) => c.status(5_000)));
       const leaders = new Set(statuses.map((s) => s.leader));
@@ -125,7 +143,7 @@ async function converge(conns: EtcdConnection[], timeoutMs: number): Promise<{ r
     }
     await sleep(100);
   }
-  return { failure: `not converged after ${timeoutMs} ms (${last})` };
+  return { failure: `members not at one revision under one leader after ${timeoutMs} ms (${last})` };
 }
 
 export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCrashReport> {
@@ -169,16 +187,29 @@ export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCr
       log: logFile,
       ...(seeded ? { seed: o.seed + i, tear: o.tear ?? true, writebackPercent: o.writebackPercent } : {}),
     });
-  try {
+  const clock = new PhaseClock();
+  const logsBeforeCut = new Map<string, string>();
+  let cutLogs = "";
+  let stop = false;
+  const diagnosis = () =>
+    diagnose({
+      clock,
+      members,
+      dataDirs: specs.map((x, i) => ({ mounted: x.dataDir, mountpoint: disks[i]!.mnt, disk: join(disks[i]!.disk, "data") })),
+      logsBeforeCut,
+      cutLogs,
+    });
+
+  const run = async (): Promise<ClusterCrashReport> => {
     for (let i = 0; i < 3; i++) mounts[i] = await mount(i, join(s.root, `cut-${NAMES[i]}.log`), true);
     for (const x of specs) members.push(startMember(x, argsOf(x), env));
     await Promise.all(members.map((m) => m.waitReady(60_000)));
     for (const m of members) conns.push(new EtcdConnection(m.endpoint));
 
     // The load: puts of distinct keys spread over the members; an ack is recorded when it arrives.
+    clock.enter("first acknowledged put");
     const acked = new Map<number, number>();
     let next = 0;
-    let stop = false;
     const worker = async (w: number) => {
       while (!stop) {
         const n = next++;
@@ -198,38 +229,44 @@ export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCr
     const workers = Array.from({ length: concurrency }, (_, w) => worker(w));
     const ackDeadline = Date.now() + 30_000;
     while (acked.size === 0) {
-      if (Date.now() > ackDeadline) throw new Error(`no put acknowledged within 30 s:\n${members.map((m) => m.log.slice(-1500)).join("\n")}`);
+      if (Date.now() > ackDeadline) throw new Error("no put acknowledged within 30 s");
+      clock.check();
       await sleep(5);
     }
     const t0 = Date.now();
     let cutDescription: string;
-    if (o.cutAt === "delay") {
-      const delayMs = Math.floor(200 + rnd() * ((o.maxDelayMs ?? 6000) - 200));
-      await sleep(delayMs);
-      cutDescription = `${delayMs} ms after the first acknowledged put`;
-    } else if (o.cutAt === "snapshot-install") {
+    if (o.cutAt === "snapshot-install") {
       // The first victim is a follower that catches up by a snapshot; the others (if any) go with it.
+      clock.enter("picking a follower");
       const f = await pickFollower(conns, rnd, 30_000);
       victims = o.victims === "one" ? [f] : [f, ...victims.filter((i) => i !== f)].slice(0, victims.length);
       const writesWhileDown = 2 * (o.snapshotCount ?? 1000) + 200;
-      cutDescription = await awaitInstallStep({ members, follower: f, ackedCount: () => acked.size, writesWhileDown, rnd, env, args: argsOf(specs[f]!) });
-    } else if (o.cutAt === "wal-cut") {
-      cutDescription = await awaitWalCut(members[victims[0]!]!, rnd);
+      cutDescription = await awaitInstallStep({ members, follower: f, ackedCount: () => acked.size, writesWhileDown, rnd, env, args: argsOf(specs[f]!), clock });
     } else {
-      const needle = '"msg":"saved snapshot"';
-      const occurrence = 1 + Math.floor(rnd() * 3);
-      const seen = await waitForLine(members[victims[0]!]!, needle, occurrence, 120_000);
-      cutDescription = seen
-        ? `right after ${needle} #${occurrence} on ${NAMES[victims[0]!]} (${Date.now() - t0} ms after the first acknowledged put)`
-        : `trigger ${needle} #${occurrence} never came on ${NAMES[victims[0]!]} (${Date.now() - t0} ms after the first acknowledged put)`;
+      clock.enter("waiting for the cut trigger");
+      if (o.cutAt === "delay") {
+        const delayMs = Math.floor(200 + rnd() * ((o.maxDelayMs ?? 6000) - 200));
+        await sleep(delayMs);
+        cutDescription = `${delayMs} ms after the first acknowledged put`;
+      } else if (o.cutAt === "wal-cut") {
+        cutDescription = await awaitWalCut(members[victims[0]!]!, rnd);
+      } else {
+        const needle = '"msg":"saved snapshot"';
+        const occurrence = 1 + Math.floor(rnd() * 3);
+        const seen = await waitForLine(members[victims[0]!]!, needle, occurrence, 120_000);
+        cutDescription = seen
+          ? `right after ${needle} #${occurrence} on ${NAMES[victims[0]!]} (${Date.now() - t0} ms after the first acknowledged put)`
+          : `trigger ${needle} #${occurrence} never came on ${NAMES[victims[0]!]} (${Date.now() - t0} ms after the first acknowledged put)`;
+      }
     }
     // The power cut, on every victim at once: the processes die with their machines, then each
     // lazyfs drops what was not durable. Acks counted are those that arrived before the cut.
+    clock.enter("power cut");
     await Promise.all(victims.map((i) => killMember(members[i]!)));
+    for (const i of victims) logsBeforeCut.set(NAMES[i]!, members[i]!.log);
     // Acks that arrive from survivors until the load stops are acknowledged writes too.
     stop = true;
     await Promise.all(workers);
-    let cutLogs = "";
     const victimReports: VictimReport[] = [];
     for (const i of victims) {
       const dropped = await mounts[i]!.powerCut();
@@ -242,6 +279,7 @@ export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCr
     log(`[powerloss cluster] seed=${o.seed} victims=${victims.map((i) => NAMES[i]).join(",")} cut ${cutDescription}: ${acked.size} puts acknowledged (max revision ${maxAckedRevision})`);
 
     // Restart every victim on what is left.
+    clock.enter("waiting for restart");
     for (const i of victims) {
       mounts[i] = await mount(i, join(s.root, `after-${NAMES[i]}.log`), false);
       members[i] = startMember(specs[i]!, argsOf(specs[i]!), env);
@@ -265,13 +303,16 @@ export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCr
     const hashes: ClusterCrashReport["hashes"] = [];
     let revisionAfter: number | undefined;
     let convergence: string | undefined;
-    const c = started.length >= 2 ? await converge(conns, o.restartTimeoutMs ?? 60_000) : { failure: `only ${started.length} member(s) started` };
+    const c = started.length >= 2 ? await converge(conns, o.restartTimeoutMs ?? 60_000, clock) : { failure: `only ${started.length} member(s) started` };
     if ("failure" in c) convergence = c.failure;
     else {
+      clock.enter("hashkv");
       revisionAfter = c.revision;
       for (let k = 0; k < conns.length; k++) hashes.push({ name: started[k]!.spec.name, hash: (await conns[k]!.hashKV(c.revision, 10_000)).hash });
+      clock.enter("read-back");
       const keys = [...acked.entries()];
       for (let i = 0; i < keys.length; i += 64) {
+        clock.check();
         await Promise.all(
           keys.slice(i, i + 64).map(async ([n, rev]) => {
             const r = await conns[n % conns.length]!.execute({ kind: "get", key: `${KEY_PREFIX}${n}` }, 10_000);
@@ -286,6 +327,10 @@ export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCr
     }
     const victimsOk = victimReports.every((v) => v.integrity === "ok" && (v.restart === "started" || v.refusalNamesFileAndOffset === true));
     const ok = victimsOk && convergence === undefined && lostCount === 0 && new Set(hashes.map((h) => h.hash)).size === 1;
+    // Taken while the members still run (Status, their files): what the summary shows on a failure.
+    const checksFailed = !ok || victimReports.some((v) => v.restart !== "started") || hashes.length !== NAMES.length;
+    const diagnosisText = checksFailed ? await diagnosis() : undefined;
+    clock.enter("done");
     return {
       seed: o.seed,
       victims: o.victims,
@@ -300,15 +345,52 @@ export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCr
       lost,
       lostCount,
       cutLogs,
-      logsAfter: members.map((m) => `==== ${m.spec.name}\n${m.log.slice(-1500)}`).join("\n"),
+      logsAfter: members.map((m) => `==== ${m.spec.name}\n${lastLines(m.log, 15).join("\n")}`).join("\n"),
+      timeline: clock.describe(),
+      diagnosis: diagnosisText,
       dir: s.root,
       ok,
     };
+  };
+
+  // The run races its budget: a run that stalls says where (its diagnosis) before it is stopped.
+  const budgetMs = o.budgetMs ?? 225_000;
+  let budgetTimer: NodeJS.Timeout | undefined;
+  const overBudget = new Promise<"over budget">((res) => (budgetTimer = setTimeout(() => res("over budget"), budgetMs)));
+  const body = run().then(
+    (report) => ({ report }),
+    (error: unknown) => ({ error: error instanceof Error ? error : new Error(String(error)) }),
+  );
+  try {
+    const first = await Promise.race([body, overBudget]);
+    if (first === "over budget") {
+      const text = await diagnosis();
+      clock.abandon(`over the run's budget of ${budgetMs} ms`);
+      throw new Error(`power-loss run seed=${o.seed} victims=${o.victims} cut-at=${o.cutAt} did not finish within ${budgetMs} ms\n${text}`);
+    }
+    if ("error" in first) {
+      const text = await diagnosis();
+      first.error.message = `power-loss run seed=${o.seed} victims=${o.victims} cut-at=${o.cutAt} failed: ${first.error.message}\n${text}`;
+      throw first.error;
+    }
+    return first.report;
   } finally {
+    clearTimeout(budgetTimer);
+    clock.abandon("the run ended");
+    stop = true;
     for (const c of conns) c.close();
     for (const m of members) await killMember(m);
+    // An abandoned run's body stops at its next phase or wait once its members are gone.
+    await Promise.race([body, sleep(15_000)]);
+    for (const m of members) await killMember(m);
     for (const f of mounts) await f?.unmount();
-    if (o.keep !== true) s.remove();
+    if (o.keep !== true) {
+      try {
+        s.remove();
+      } catch (e) {
+        log(`[powerloss cluster] could not remove ${s.root}: ${(e as Error).message}`);
+      }
+    }
   }
 }
 
@@ -327,9 +409,10 @@ export function describeClusterReport(r: ClusterCrashReport, replay: string): st
     lines.push(`  converged at revision ${r.revisionAfter}; HashKV ${r.hashes.map((h) => `${h.name}=${h.hash}`).join(" ")}; acknowledged puts lost: ${r.lostCount}`);
     for (const l of r.lost) lines.push(`    ${l.key} (acked at revision ${l.ackedRevision}): ${l.got}`);
   }
-  if (!r.ok) {
-    lines.push("  lazyfs dropped:", ...r.cutLogs.split("\n").filter((l) => l.length > 0).slice(0, 40).map((l) => `    ${l}`));
-    lines.push("  member logs after:", ...r.logsAfter.split("\n").slice(-40).map((l) => `    ${l}`));
-  }
+  lines.push(`  ${r.timeline}`);
+  // Every member's Status, files and last lines, and what lazyfs dropped (cluster_diagnosis.ts);
+  // each member's own tail, not the tail of all three logs joined (that showed the last member only).
+  if (r.diagnosis !== undefined) lines.push(...r.diagnosis.split("\n").map((l) => `  ${l}`));
+  else if (!r.ok) lines.push("  member logs after:", ...r.logsAfter.split("\n").map((l) => `    ${l}`));
   return lines.join("\n");
 }

@@ -12,6 +12,7 @@
  */
 import type { Member } from "../e2e/harness.js";
 import type { EtcdConnection } from "../reliability/etcd_client.js";
+import type { PhaseClock } from "./cluster_diagnosis.js";
 import { killMember, startMember, waitForLine } from "./crash_checks.js";
 
 /** Segment size the wal-cut case runs with: a cut every ~30 puts of 2 KiB. */
@@ -61,6 +62,8 @@ export interface InstallCutOptions {
   rnd: () => number;
   env?: Record<string, string>;
   args: string[];
+  /** The run's phases (the report says which one a stalled run was in); stops the waits when abandoned. */
+  clock: PhaseClock;
 }
 
 /**
@@ -70,6 +73,7 @@ export interface InstallCutOptions {
  */
 export async function awaitInstallStep(o: InstallCutOptions): Promise<string> {
   const f = o.members[o.follower]!;
+  o.clock.enter("follower down: writes past the leader's log");
   await killMember(f);
   const before = o.ackedCount();
   const deadline = Date.now() + 120_000;
@@ -78,8 +82,10 @@ export async function awaitInstallStep(o: InstallCutOptions): Promise<string> {
       const logs = o.members.filter((m) => m !== f).map((m) => `==== ${m.spec.name}\n${m.log.slice(-4000)}`);
       throw new Error(`only ${o.ackedCount() - before} of ${o.writesWhileDown} puts acknowledged within 120 s with ${f.spec.name} down\n${logs.join("\n")}`);
     }
+    o.clock.check();
     await sleep(20);
   }
+  o.clock.enter("waiting for the catch-up step");
   const step = Math.floor(o.rnd() * INSTALL_STEPS.length);
   const extraMs = Math.floor(o.rnd() * 20);
   const restarted = startMember(f.spec, o.args, o.env);

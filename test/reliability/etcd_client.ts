@@ -58,6 +58,8 @@ export interface MemberStatus {
   leader: string;
   raftTerm: number;
   raftIndex: number;
+  /** The raft index this member applied (etcd 3.4's raftAppliedIndex). */
+  raftAppliedIndex: number;
   revision: number;
 }
 
@@ -191,8 +193,15 @@ export class EtcdConnection {
   }
 
   async status(timeoutMs: number): Promise<MemberStatus> {
-    const r = await this.unary<{ header: PbHeader; leader: string; raftTerm: string; raftIndex: string }>(this.maintenance, "Status", {}, timeoutMs);
-    return { memberId: r.header.member_id, leader: r.leader, raftTerm: Number(r.raftTerm), raftIndex: Number(r.raftIndex), revision: Number(r.header.revision) };
+    const r = await this.unary<{ header: PbHeader; leader: string; raftTerm: string; raftIndex: string; raftAppliedIndex: string }>(this.maintenance, "Status", {}, timeoutMs);
+    return {
+      memberId: r.header.member_id,
+      leader: r.leader,
+      raftTerm: Number(r.raftTerm),
+      raftIndex: Number(r.raftIndex),
+      raftAppliedIndex: Number(r.raftAppliedIndex),
+      revision: Number(r.header.revision),
+    };
   }
 
   /** HashKV at `revision` (0: the member's current revision), from this member's local state. */
