@@ -86,8 +86,16 @@ export class RaftStorage {
         term: snapshot.metadata.term,
         confState: snapshot.metadata.confState,
       });
-    }
-    if (hardState !== undefined || entries.length > 0) await this.wal.save(hardState, entries);
+      // The hard state committing the snapshot is synced with it (etcd's storage.Sync after
+      // SaveSnap, etcd issue 10219): a restart takes only a marker at or below the durable commit
+      // index (ValidSnapshotEntries), and this commit-only hard state was not synced, so a power
+      // cut after the install kept the marker but not the commit: the member came back on its old
+      // log beside the installed backend and refused every heartbeat ("tocommit(N) is out of
+      // range [lastIndex(M)]") for good.
+      const hs = hardState ?? this.wal.hardState();
+      if (hs.commit < snapshot.metadata.index) throw new Error(`invariant: snapshot ${snapshot.metadata.index} persisted with a hard state committing only ${hs.commit}`);
+      await this.wal.save(hs, entries, { sync: true });
+    } else if (hardState !== undefined || entries.length > 0) await this.wal.save(hardState, entries);
     // In memory only once durable: raft reads these to replicate, and must never see more than disk.
     if (snapshot !== undefined) this.memory.applySnapshot(snapshot);
     if (hardState !== undefined) this.memory.setHardState(hardState);

@@ -294,9 +294,10 @@ export class WAL {
    * Appends entries (then the hard state) and resolves once durable: one write and one
    * fdatasync for a whole group of concurrent saves. A save that changes only the commit index
    * needs no fdatasync (etcd's raft.MustSync) and resolves once written. Entries at or below the
-   * last index replace that suffix.
+   * last index replace that suffix. `sync` makes even a commit-only hard state durable (after a
+   * snapshot marker: see RaftStorage.persist).
    */
-  save(hardState: HardState | undefined, entries: Entry[]): Promise<void> {
+  save(hardState: HardState | undefined, entries: Entry[], opts: { sync?: boolean } = {}): Promise<void> {
     const unusable = this.unusable();
     if (unusable) return Promise.reject(unusable);
     const hs = hardState && !isEmptyHardState(hardState) ? hardState : undefined;
@@ -306,7 +307,7 @@ export class WAL {
     if (hs) this.validateHardState(hs, lastIndex);
     let bytes = hs ? HEADER_BYTES + HARD_STATE_PAYLOAD_BYTES : 0;
     for (const e of entries) bytes += entryRecordBytes(e);
-    const mustSync = entries.length > 0 || (hs !== undefined && (hs.term !== prevHs.term || hs.vote !== prevHs.vote));
+    const mustSync = opts.sync === true || entries.length > 0 || (hs !== undefined && (hs.term !== prevHs.term || hs.vote !== prevHs.vote));
     return this.enqueue({ hardState: hs, entries, marker: undefined, bytes, mustSync }, () => {
       this.acceptedLastIndex = lastIndex;
       if (hs) this.acceptedHardState = { ...hs };

@@ -124,7 +124,11 @@ export async function diagnose(d: DiagnosisInput): Promise<string> {
     if (dir !== undefined) lines.push(`    files: ${filesOf(dir)}`);
     const before = d.logsBeforeCut.get(m.spec.name);
     if (before !== undefined) lines.push("    log up to the cut:", ...lastLines(before, 12).map((l) => `      ${l}`));
-    lines.push(before !== undefined ? "    log since the restart:" : "    log:", ...lastLines(m.log, n).map((l) => `      ${l}`));
+    // A restart's first lines (what it recovered: "restarting local member from its WAL") too: a
+    // member that then repeats one warning fills its last lines with it.
+    const all = lastLines(m.log, Number.MAX_SAFE_INTEGER);
+    const shown = before !== undefined && all.length > n + 10 ? [...all.slice(0, 10), "…", ...all.slice(-n)] : all.slice(-n);
+    lines.push(before !== undefined ? "    log since the restart:" : "    log:", ...shown.map((l) => `      ${l}`));
   });
   const dropped = lastLines(d.cutLogs, 10_000);
   lines.push(`  lazyfs dropped (${dropped.length} lines):`, ...(dropped.length > 60 ? [...dropped.slice(0, 30), "…", ...dropped.slice(-30)] : dropped).map((l) => `    ${l}`));
