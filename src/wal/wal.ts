@@ -128,6 +128,11 @@ function sameMetadata(a: WalMetadata, b: WalMetadata): boolean {
 
 /** Unsynced writes up to this size are made synchronously (see writeBatch). */
 const SMALL_UNSYNCED_WRITE_BYTES = 4096;
+/**
+ * Unsynced bytes the next durable write rewrites together with its own (see `unsynced`); beyond
+ * this the durable write is a plain write and an fdatasync of the whole file instead.
+ */
+const UNSYNCED_REWRITE_BYTES_MAX = 64 * 1024;
 
 export class WAL {
   private readonly logger: WalLogger;
@@ -159,6 +164,15 @@ export class WAL {
   readonly stats: WalStats = { writes: 0, syncs: 0, entries: 0, bytes: 0, cuts: 0 };
 
   private tailDsync: fs.promises.FileHandle | undefined;
+  /**
+   * The records written to the tail since its last durable write without a sync (commit-only
+   * hard states), in file order, ending at tailOffset. An O_DSYNC write makes only its own range
+   * durable, so a power cut could keep a later durable batch and lose an unsynced record before
+   * it: a hole in the middle of the log, which the decoder refuses as corruption (the member
+   * would not start). The next durable write therefore covers these bytes too.
+   */
+  private unsynced: Buffer[] = [];
+  private unsyncedBytes = 0;
 
   private constructor(
     readonly dir: string,
@@ -483,15 +497,17 @@ export class WAL {
       // One O_DSYNC write is a write and an fdatasync of its range in a single trip through the
       // thread pool: half the hops of write-then-datasync on the commit path.
       const t0 = performance.now();
-      await writeFully(await this.dsyncTail(), buf, this.tailOffset);
+      await this.writeDurable(buf);
       this.observeSync(performance.now() - t0);
     } else if (buf.length <= SMALL_UNSYNCED_WRITE_BYTES) {
       // A record that need not be durable (a commit-index-only hard state, once per commit) goes
       // to the page cache in a few microseconds: written in place, it spares the commit path a
       // thread-pool round trip and an event-loop wake-up. Durable writes stay off the loop.
       writeFullySync(this.tail.fd, buf, this.tailOffset);
+      this.noteUnsynced(buf);
     } else {
       await writeFully(this.tail, buf, this.tailOffset);
+      this.noteUnsynced(buf);
     }
     this.stats.writes++;
     // Only now is the batch on disk: publish its effects.
@@ -510,6 +526,33 @@ export class WAL {
     this.stats.entries += placed.length;
     this.stats.bytes += buf.length;
     this.writeBytes?.inc(buf.length);
+  }
+
+  /**
+   * Writes `buf` at the tail and returns once it and every unsynced record before it are durable:
+   * one O_DSYNC write of both when the unsynced part is small (the same bytes again, so the
+   * rewrite changes nothing but durability), else a write and an fdatasync of the whole file.
+   */
+  private async writeDurable(buf: Buffer): Promise<void> {
+    const pending = this.unsyncedBytes;
+    if (pending === 0) {
+      await writeFully(await this.dsyncTail(), buf, this.tailOffset);
+    } else if (pending <= UNSYNCED_REWRITE_BYTES_MAX) {
+      await writeFully(await this.dsyncTail(), Buffer.concat([...this.unsynced, buf]), this.tailOffset - pending);
+    } else {
+      await writeFully(this.tail, buf, this.tailOffset);
+      await this.tail.datasync();
+    }
+    // Nothing may be written meanwhile (one batch at a time), so the bytes just covered are all there were.
+    assert(this.unsyncedBytes === pending, "wal: unsynced bytes changed during a durable write");
+    this.unsynced = [];
+    this.unsyncedBytes = 0;
+  }
+
+  private noteUnsynced(buf: Buffer): void {
+    if (this.unsafeNoSync) return;
+    this.unsynced.push(buf);
+    this.unsyncedBytes += buf.length;
   }
 
   /** A second handle on the tail segment opened O_DSYNC: its writes return durable. */
@@ -538,6 +581,9 @@ export class WAL {
     const prepared = await this.pipeline.take();
     await this.tail.truncate(this.tailOffset);
     await this.tail.datasync();
+    // The old tail is synced whole: nothing unsynced is left for the next durable write to cover.
+    this.unsynced = [];
+    this.unsyncedBytes = 0;
     const prev = this.segments[this.segments.length - 1]!;
     const seq = prev.seq + 1;
     const index = this.writtenLastIndex + 1;

@@ -1,0 +1,71 @@
+/**
+ * A durable write covers the unsynced records before it. A commit-only hard state is written
+ * without a sync; an O_DSYNC write makes only its own byte range durable, so if the next durable
+ * batch started after that record, a power cut could keep the batch and lose the record: a hole
+ * in the middle of the log, which the decoder refuses (the member would not start). The lazyfs
+ * layer cannot show this (it counts an O_DSYNC write as a sync of the whole file), so the test
+ * watches the byte ranges written through the O_DSYNC handle.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { WAL } from "../../src/wal/wal.js";
+import { isIntact, makeEntries, makeTmpDir, removeDir } from "./helpers.js";
+
+const MIB = { segmentSizeBytes: 1024 * 1024 };
+let root: string;
+let dir: string;
+
+beforeEach(() => {
+  root = makeTmpDir("wal-unsynced");
+  dir = path.join(root, "wal");
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+  removeDir(root);
+});
+
+/** Records [position, position + length) of every write through a handle opened O_DSYNC. */
+function watchDsyncWrites(): Array<[number, number]> {
+  const ranges: Array<[number, number]> = [];
+  const open = fs.promises.open.bind(fs.promises);
+  vi.spyOn(fs.promises, "open").mockImplementation(async (...args: Parameters<typeof fs.promises.open>) => {
+    const fh = await open(...args);
+    const flags = args[1];
+    if (typeof flags === "number" && (flags & fs.constants.O_DSYNC) !== 0) {
+      const write = fh.write.bind(fh) as (b: Buffer, off: number, len: number, pos: number) => Promise<{ bytesWritten: number; buffer: Buffer }>;
+      (fh as unknown as { write: typeof write }).write = async (b, off, len, pos) => {
+        ranges.push([pos, pos + len]);
+        return write(b, off, len, pos);
+      };
+    }
+    return fh;
+  });
+  return ranges;
+}
+
+describe("durable writes after unsynced ones", () => {
+  it("the next O_DSYNC write starts where the last durable one ended, so it covers the commit-only hard states between", async () => {
+    const ranges = watchDsyncWrites();
+    const wal = await WAL.create(dir, { memberId: 1n, clusterId: 2n }, MIB);
+    await wal.save({ term: 1, vote: 1n, commit: 0 }, makeEntries(1, 3, 1));
+    const first = ranges[ranges.length - 1]!;
+    // Commit-only saves: no fdatasync (etcd's MustSync), written in place.
+    await wal.save({ term: 1, vote: 1n, commit: 2 }, []);
+    await wal.save({ term: 1, vote: 1n, commit: 3 }, []);
+    expect(ranges[ranges.length - 1]).toEqual(first);
+    await wal.save({ term: 1, vote: 1n, commit: 3 }, makeEntries(4, 5, 1));
+    const second = ranges[ranges.length - 1]!;
+    expect(second).not.toEqual(first);
+    expect(second[0]).toBe(first[1]);
+    // With nothing unsynced in between, a durable write covers only itself.
+    await wal.save(undefined, makeEntries(6, 6, 1));
+    expect(ranges[ranges.length - 1]![0]).toBe(second[1]);
+    await wal.close();
+    const r = await WAL.open(dir, { index: 0, term: 0 }, MIB);
+    expect(r.entries.map((e) => e.index)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(r.entries.every(isIntact)).toBe(true);
+    expect(r.hardState).toEqual({ term: 1, vote: 1n, commit: 3 });
+    await r.wal.close();
+  });
+});
