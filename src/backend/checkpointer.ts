@@ -62,6 +62,9 @@ const timer = setInterval(() => {
   try {
     if (pendingFrames() >= workerData.thresholdFrames) checkpoint();
   } catch (e) {
+    // Busy (another connection holds a lock a checkpoint needs, e.g. around an install): the
+    // next tick tries again, as SQLite's own automatic checkpoint would. Anything else is a failure.
+    if (e && e.code === "SQLITE_BUSY") return;
     parentPort.postMessage({ error: String(e) });
   }
 }, workerData.intervalMs);
