@@ -24,48 +24,72 @@ export type ProtoField =
   | { readonly field: number; readonly wire: 2; readonly bytes: Uint8Array }
   | { readonly field: number; readonly wire: 1 | 5 };
 
+/** A read position in a buffer, advanced by readVarint. */
+interface Cursor {
+  pos: number;
+}
+
+/**
+ * The varint at `at.pos` as a uint64, advancing `at.pos` past it: every varint this codec reads
+ * (tags, field values, elements of a packed run). `kind` names it in the errors ("varint",
+ * "packed varint").
+ */
+function readVarint(buf: Uint8Array, at: Cursor, kind: string): bigint {
+  // Up to 7 bytes (49 bits) in plain arithmetic: every tag, length, revision and TTL.
+  let n = 0;
+  let mul = 1;
+  for (let i = 0; i < 7; i++) {
+    if (at.pos >= buf.length) throw new ProtoFieldError(`truncated ${kind}`);
+    const b = buf[at.pos++]!;
+    n += (b & 0x7f) * mul;
+    if (b < 0x80) return BigInt(n);
+    mul *= 128;
+  }
+  let v = BigInt(n);
+  for (let shift = 49n; shift < 70n; shift += 7n) {
+    if (at.pos >= buf.length) throw new ProtoFieldError(`truncated ${kind}`);
+    const b = buf[at.pos++]!;
+    v |= BigInt(b & 0x7f) << shift;
+    if (b < 0x80) return v & U64;
+  }
+  throw new ProtoFieldError(`${kind} longer than 10 bytes`);
+}
+
 /** Every field of a message, in wire order; malformed input throws ProtoFieldError. */
 export function* protoFields(buf: Uint8Array): Generator<ProtoField> {
-  let pos = 0;
-  const varint = (): bigint => {
-    // Up to 7 bytes (49 bits) in plain arithmetic: every tag, length, revision and TTL.
-    let n = 0;
-    let mul = 1;
-    for (let i = 0; i < 7; i++) {
-      if (pos >= buf.length) throw new ProtoFieldError("truncated varint");
-      const b = buf[pos++]!;
-      n += (b & 0x7f) * mul;
-      if (b < 0x80) return BigInt(n);
-      mul *= 128;
-    }
-    let v = BigInt(n);
-    for (let shift = 49n; shift < 70n; shift += 7n) {
-      if (pos >= buf.length) throw new ProtoFieldError("truncated varint");
-      const b = buf[pos++]!;
-      v |= BigInt(b & 0x7f) << shift;
-      if (b < 0x80) return v & U64;
-    }
-    throw new ProtoFieldError("varint longer than 10 bytes");
-  };
-  while (pos < buf.length) {
-    const tag = varint();
+  const at: Cursor = { pos: 0 };
+  while (at.pos < buf.length) {
+    const tag = readVarint(buf, at, "varint");
     const field = Number(tag >> 3n);
     const wire = Number(tag & 7n);
     if (field === 0) throw new ProtoFieldError("field number 0");
-    if (wire === 0) yield { field, wire, varint: varint() };
+    if (wire === 0) yield { field, wire, varint: readVarint(buf, at, "varint") };
     else if (wire === 2) {
-      const len = varint();
-      if (len > BigInt(buf.length - pos)) throw new ProtoFieldError(`field ${field}: length ${len} overruns the message`);
-      const bytes = buf.subarray(pos, pos + Number(len));
-      pos += Number(len);
+      const len = readVarint(buf, at, "varint");
+      if (len > BigInt(buf.length - at.pos)) throw new ProtoFieldError(`field ${field}: length ${len} overruns the message`);
+      const bytes = buf.subarray(at.pos, at.pos + Number(len));
+      at.pos += Number(len);
       yield { field, wire, bytes };
     } else if (wire === 1 || wire === 5) {
       const n = wire === 1 ? 8 : 4;
-      if (pos + n > buf.length) throw new ProtoFieldError(`field ${field}: truncated fixed${n * 8}`);
-      pos += n;
+      if (at.pos + n > buf.length) throw new ProtoFieldError(`field ${field}: truncated fixed${n * 8}`);
+      at.pos += n;
       yield { field, wire };
     } else throw new ProtoFieldError(`field ${field}: unsupported wire type ${wire}`);
   }
+}
+
+/** The elements of a packed repeated varint field (one length-delimited run of varints), as uint64s. */
+export function packedVarints(run: Uint8Array, what: string): bigint[] {
+  const out: bigint[] = [];
+  const at: Cursor = { pos: 0 };
+  try {
+    while (at.pos < run.length) out.push(readVarint(run, at, "packed varint"));
+  } catch (err) {
+    if (err instanceof ProtoFieldError) throw new ProtoFieldError(`${what}: ${err.message}`);
+    throw err;
+  }
+  return out;
 }
 
 /** int64 as proto encodes it: two's complement in 64 bits. */

@@ -4,7 +4,7 @@
  * Snapshot, ConfChange, and etcdserverpb.Metadata (the WAL's member and cluster ids). Indexes and
  * terms are numbers, range-checked. gogoproto writes repeated uint64 unpacked; packed is read too.
  */
-import { asSafeNumber, expectBytes, expectVarint, ProtoFieldError, protoFields, type ProtoField } from "./proto_fields.js";
+import { asSafeNumber, expectBytes, expectVarint, packedVarints, ProtoFieldError, protoFields, type ProtoField } from "./proto_fields.js";
 
 const EMPTY: Uint8Array = new Uint8Array(0);
 
@@ -81,26 +81,8 @@ function num(f: ProtoField, what: string): number {
 
 /** A repeated uint64, unpacked (one varint per element) or packed (one length-delimited run). */
 function pushIds(out: bigint[], f: ProtoField, what: string): void {
-  if (f.wire === 0) {
-    out.push(f.varint);
-    return;
-  }
-  const packed = expectBytes(f, what);
-  // A packed run is a sequence of varints: read them as fields of a synthetic tag each.
-  let pos = 0;
-  while (pos < packed.length) {
-    let v = 0n;
-    let shift = 0n;
-    for (;;) {
-      if (pos >= packed.length) throw new ProtoFieldError(`${what}: truncated packed varint`);
-      const b = packed[pos++]!;
-      v |= BigInt(b & 0x7f) << shift;
-      if (b < 0x80) break;
-      shift += 7n;
-      if (shift > 63n) throw new ProtoFieldError(`${what}: packed varint longer than 10 bytes`);
-    }
-    out.push(BigInt.asUintN(64, v));
-  }
+  if (f.wire === 0) out.push(f.varint);
+  else for (const id of packedVarints(expectBytes(f, what), what)) out.push(id);
 }
 
 export function decodeEtcdEntry(buf: Uint8Array): EtcdEntry {
