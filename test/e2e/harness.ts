@@ -100,6 +100,26 @@ export class Member {
   }
 }
 
+/**
+ * etcd's flags for member `s` of a new cluster of `specs` bootstrapped together on loopback
+ * (--initial-cluster lists every spec, under `token`): the flags every e2e member starts with,
+ * the same for etcd and etcetera.
+ */
+export function newClusterArgs(s: MemberSpec, specs: readonly MemberSpec[], token: string): string[] {
+  const initialCluster = specs.map((x) => `${x.name}=http://127.0.0.1:${x.peerPort}`).join(",");
+  return [
+    `--name=${s.name}`,
+    `--data-dir=${s.dataDir}`,
+    `--listen-client-urls=http://127.0.0.1:${s.clientPort}`,
+    `--advertise-client-urls=http://127.0.0.1:${s.clientPort}`,
+    `--listen-peer-urls=http://127.0.0.1:${s.peerPort}`,
+    `--initial-advertise-peer-urls=http://127.0.0.1:${s.peerPort}`,
+    `--initial-cluster=${initialCluster}`,
+    `--initial-cluster-token=${token}`,
+    "--initial-cluster-state=new",
+  ];
+}
+
 export interface ClusterOptions {
   size: number;
   extraArgs?: string[];
@@ -132,19 +152,10 @@ export class Cluster {
         metricsPort: opts.metrics === true ? await reservePort() : undefined,
       });
     }
-    const initialCluster = specs.map((s) => `${s.name}=http://127.0.0.1:${s.peerPort}`).join(",");
     const members = specs.map(
       (s) =>
         new Member(s, [
-          `--name=${s.name}`,
-          `--data-dir=${s.dataDir}`,
-          `--listen-client-urls=http://127.0.0.1:${s.clientPort}`,
-          `--advertise-client-urls=http://127.0.0.1:${s.clientPort}`,
-          `--listen-peer-urls=http://127.0.0.1:${s.peerPort}`,
-          `--initial-advertise-peer-urls=http://127.0.0.1:${s.peerPort}`,
-          `--initial-cluster=${initialCluster}`,
-          "--initial-cluster-token=e2e-token",
-          "--initial-cluster-state=new",
+          ...newClusterArgs(s, specs, "e2e-token"),
           "--log-level=info",
           ...(s.metricsPort === undefined ? [] : [`--listen-metrics-urls=http://127.0.0.1:${s.metricsPort}`]),
           ...(opts.extraArgs ?? []),

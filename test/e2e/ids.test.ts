@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reservePort } from "../ports.js";
-import { etcdctl, eventually, Member, TARGET_ETCD, type MemberSpec, type Target } from "./harness.js";
+import { etcdctl, eventually, Member, newClusterArgs, TARGET_ETCD, type MemberSpec, type Target } from "./harness.js";
 import { DynamicCluster } from "./membership_harness.js";
 
 const TOKEN = "ids-e2e-token";
@@ -53,26 +53,7 @@ async function memberIds(endpoint: string): Promise<Ids> {
 
 /** Members with etcd's flags on the given ports (both targets get the very same flags). */
 function membersOn(specs: MemberSpec[], target: Target): Member[] {
-  const initialCluster = specs.map((s) => `${s.name}=http://127.0.0.1:${s.peerPort}`).join(",");
-  return specs.map(
-    (s) =>
-      new Member(
-        s,
-        [
-          `--name=${s.name}`,
-          `--data-dir=${s.dataDir}`,
-          `--listen-client-urls=http://127.0.0.1:${s.clientPort}`,
-          `--advertise-client-urls=http://127.0.0.1:${s.clientPort}`,
-          `--listen-peer-urls=http://127.0.0.1:${s.peerPort}`,
-          `--initial-advertise-peer-urls=http://127.0.0.1:${s.peerPort}`,
-          `--initial-cluster=${initialCluster}`,
-          `--initial-cluster-token=${TOKEN}`,
-          "--initial-cluster-state=new",
-        ],
-        {},
-        target,
-      ),
-  );
+  return specs.map((s) => new Member(s, newClusterArgs(s, specs, TOKEN), {}, target));
 }
 
 async function runAndRead(specs: MemberSpec[], target: Target): Promise<Ids> {
