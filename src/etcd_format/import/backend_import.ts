@@ -21,17 +21,25 @@ import type { EtcdBackendReader } from "../backend_reader.js";
 import { encodeRole, encodeUser } from "../records.js";
 import { ImportRefusedError, importLeaseId, importNodeId } from "./ids.js";
 
-export interface BackendImportOptions {
+/**
+ * What an imported backend holds besides etcd's own buckets: the membership and the raft position
+ * it is at. An import of etcd's data dir and `snapshot restore` take these from different places
+ * (etcd's WAL and backend, or the restore's flags) and pass them through writeMemberDir to here.
+ */
+export interface BackendContent {
   readonly source: EtcdBackendReader;
-  /** The SQLite file to create (must not exist). */
-  readonly path: string;
   readonly members: readonly Member[];
   readonly removedMemberIds: readonly bigint[];
   readonly consistentIndex: number;
   /** The term of the entry at the consistent index. */
   readonly term: number;
-  /** Told every `progressEvery` revisions. */
+  /** Told every `progressEvery` revisions (100,000 unless the import names another). */
   readonly progress?: (revisions: number) => void;
+}
+
+export interface BackendImportOptions extends BackendContent {
+  /** The SQLite file to create (must not exist). */
+  readonly path: string;
   readonly progressEvery?: number;
 }
 

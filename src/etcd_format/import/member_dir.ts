@@ -7,27 +7,18 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { ConfState, Entry, HardState, NodeId, Snapshot } from "../../raft/types.js";
-import type { Member } from "../../server/member.js";
 import { Snapshotter, WAL } from "../../wal/index.js";
 import { fsyncDir } from "../../wal/segment.js";
-import type { EtcdBackendReader } from "../backend_reader.js";
-import { importBackend, type BackendImportResult } from "./backend_import.js";
+import { importBackend, type BackendContent, type BackendImportResult } from "./backend_import.js";
 
-export interface MemberDirOptions {
-  readonly source: EtcdBackendReader;
+export interface MemberDirOptions extends BackendContent {
   /** The member directory to fill (holds snap/ and wal/ afterwards). */
   readonly dir: string;
   readonly memberId: NodeId;
   readonly clusterId: NodeId;
-  readonly members: readonly Member[];
-  readonly removedMemberIds: readonly bigint[];
-  readonly consistentIndex: number;
-  /** The term of the entry at the consistent index. */
-  readonly term: number;
   readonly hardState: HardState;
   /** Entries after the consistent index, for the applier. */
   readonly tail: Entry[];
-  readonly progress?: (revisions: number) => void;
 }
 
 export async function writeMemberDir(o: MemberDirOptions): Promise<BackendImportResult> {
