@@ -7,24 +7,13 @@
  * expectations against real etcd. (Revision mode: auto_compaction_revision.test.ts.)
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Cluster, etcdctl, eventually, sleep } from "./harness.js";
+import { type Cluster, etcdctl, eventually, sleep } from "./harness.js";
+import { ctlOk } from "./ops_helpers.js";
+import { autoCompactingCluster, compactedOnEveryMember, compactState } from "./auto_compaction_cluster.js";
 
 let cluster: Cluster;
 
-async function ok(endpoints: string, ...args: string[]): Promise<string> {
-  const r = await etcdctl(endpoints, args);
-  if (r.code !== 0) throw new Error(`etcdctl ${args.join(" ")} failed (${r.code}): ${r.stderr}\n${cluster.logs()}`);
-  return r.stdout;
-}
-
-/** The compact revision and current revision one member reports (HashKV's header and compact_revision). */
-async function compactState(endpoint: string): Promise<{ compactRevision: number; revision: number }> {
-  const out = JSON.parse(await ok(endpoint, "endpoint", "hashkv", "-w", "json")) as Array<{
-    HashKV: { header: { revision: number }; compact_revision?: number };
-  }>;
-  const h = out[0]!.HashKV;
-  return { compactRevision: h.compact_revision ?? 0, revision: h.header.revision };
-}
+const ok = (endpoints: string, ...args: string[]): Promise<string> => ctlOk(cluster, endpoints, ...args);
 
 function logLines(log: string, msg: string): Array<Record<string, unknown>> {
   return log
@@ -34,11 +23,7 @@ function logLines(log: string, msg: string): Array<Record<string, unknown>> {
 }
 
 beforeAll(async () => {
-  cluster = await Cluster.create({
-    size: 3,
-    extraArgs: ["--heartbeat-interval=50", "--election-timeout=500", "--logger=zap", "--auto-compaction-mode=periodic", "--auto-compaction-retention=2s"],
-  });
-  await cluster.start();
+  cluster = await autoCompactingCluster("periodic", "2s");
 });
 afterAll(async () => {
   await cluster?.destroy();
@@ -47,18 +32,11 @@ afterAll(async () => {
 describe("auto-compaction (periodic, 2s)", () => {
   it("compacts an idle cluster to its current revision, keeps a new write for the retention, only the leader compacts", async () => {
     for (let i = 0; i < 10; i++) await ok(cluster.endpoints, "put", `k${i}`, `v${i}`);
-    const idle = (await compactState(cluster.members[0]!.endpoint)).revision;
+    const idle = (await compactState(cluster, cluster.members[0]!.endpoint)).revision;
     expect(idle).toBeGreaterThanOrEqual(11);
 
     // Every sample of the window is the idle revision once a retention has passed with no writes.
-    await eventually(
-      async () => {
-        for (const m of cluster.members) if ((await compactState(m.endpoint)).compactRevision !== idle) return undefined;
-        return true;
-      },
-      20_000,
-      `compact revision ${idle} on every member`,
-    );
+    await compactedOnEveryMember(cluster, idle, 20_000, `compact revision ${idle} on every member`);
     const old = await etcdctl(cluster.endpoints, ["get", "k0", `--rev=${idle - 1}`]);
     expect(old.code).not.toBe(0);
     expect(old.stderr).toContain("required revision has been compacted");
@@ -70,13 +48,13 @@ describe("auto-compaction (periodic, 2s)", () => {
     const fresh = idle + 1;
     let kept = 0;
     while (Date.now() - written < 1500) {
-      const s = await compactState(cluster.members[0]!.endpoint);
+      const s = await compactState(cluster, cluster.members[0]!.endpoint);
       expect(s.compactRevision).toBeLessThan(fresh);
       kept++;
       await sleep(200);
     }
     expect(kept).toBeGreaterThan(1);
-    await eventually(async () => ((await compactState(cluster.members[0]!.endpoint)).compactRevision === fresh ? true : undefined), 20_000, "compaction of the new write's revision");
+    await eventually(async () => ((await compactState(cluster, cluster.members[0]!.endpoint)).compactRevision === fresh ? true : undefined), 20_000, "compaction of the new write's revision");
 
     // Only the leader compacts (no leader change in this test): one member logged, with etcd's fields.
     const compacting = cluster.members.filter((m) => logLines(m.log, "completed auto periodic compaction").length > 0);

@@ -7,32 +7,18 @@
  * test/server/compactor.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Cluster, etcdctl, eventually } from "./harness.js";
+import { type Cluster, etcdctl } from "./harness.js";
+import { ctlOk } from "./ops_helpers.js";
+import { autoCompactingCluster, compactedOnEveryMember, compactState } from "./auto_compaction_cluster.js";
 
 let cluster: Cluster;
 const RETENTION = 10;
 const KEYS = 30;
 
-async function ok(endpoints: string, ...args: string[]): Promise<string> {
-  const r = await etcdctl(endpoints, args);
-  if (r.code !== 0) throw new Error(`etcdctl ${args.join(" ")} failed (${r.code}): ${r.stderr}\n${cluster.logs()}`);
-  return r.stdout;
-}
-
-async function compactState(endpoint: string): Promise<{ compactRevision: number; revision: number }> {
-  const out = JSON.parse(await ok(endpoint, "endpoint", "hashkv", "-w", "json")) as Array<{
-    HashKV: { header: { revision: number }; compact_revision?: number };
-  }>;
-  const h = out[0]!.HashKV;
-  return { compactRevision: h.compact_revision ?? 0, revision: h.header.revision };
-}
+const ok = (endpoints: string, ...args: string[]): Promise<string> => ctlOk(cluster, endpoints, ...args);
 
 beforeAll(async () => {
-  cluster = await Cluster.create({
-    size: 3,
-    extraArgs: ["--heartbeat-interval=50", "--election-timeout=500", "--logger=zap", "--auto-compaction-mode=revision", `--auto-compaction-retention=${RETENTION}`],
-  });
-  await cluster.start();
+  cluster = await autoCompactingCluster("revision", String(RETENTION));
 });
 afterAll(async () => {
   await cluster?.destroy();
@@ -41,17 +27,10 @@ afterAll(async () => {
 describe(`auto-compaction (revision, retention ${RETENTION})`, () => {
   it("compacts to the current revision less the retention on every member, keeping the last revisions readable", async () => {
     for (let i = 0; i < KEYS; i++) await ok(cluster.endpoints, "put", `k${i}`, `v${i}`);
-    const current = (await compactState(cluster.members[0]!.endpoint)).revision;
+    const current = (await compactState(cluster, cluster.members[0]!.endpoint)).revision;
     expect(current).toBe(KEYS + 1);
     const retained = current - RETENTION;
-    await eventually(
-      async () => {
-        for (const m of cluster.members) if ((await compactState(m.endpoint)).compactRevision !== retained) return undefined;
-        return true;
-      },
-      7 * 60_000,
-      `compact revision ${retained} (revision ${current} less ${RETENTION}) on every member`,
-    );
+    await compactedOnEveryMember(cluster, retained, 7 * 60_000, `compact revision ${retained} (revision ${current} less ${RETENTION}) on every member`);
     const gone = await etcdctl(cluster.endpoints, ["get", "k0", `--rev=${retained - 1}`]);
     expect(gone.code).not.toBe(0);
     expect(gone.stderr).toContain("required revision has been compacted");
