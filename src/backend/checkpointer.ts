@@ -16,6 +16,14 @@
  * Started lazily: a backend whose -wal never reaches `startBytes` (every unit test's) never pays
  * for a thread. If the worker fails, the main connection gets its automatic checkpoint back (the
  * -wal must not grow without bound) and `onError` is told.
+ *
+ * Only the current worker's failure is one. A worker is detached before it is asked to close (stop)
+ * or terminated: Node delivers a worker's last messages inside its exit event (lib/internal/worker.js
+ * kOnExit drains the ports, then emits 'exit' in the same callback, before any promise continuation),
+ * so the close reply's continuation could run after the 'exit' of the worker it had asked to close,
+ * which then looked like a crash: under load, 9 of 30 installs handed checkpoints back to the main
+ * connection ("exited with code 0"; the backend test's flake in CI). No worker starts while one
+ * is stopping (an install's stop must not be followed by a worker opening the file being replaced).
  */
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
@@ -116,6 +124,8 @@ type Reply = { id?: number; result?: CheckpointResult | null; error?: string };
 
 export class Checkpointer {
   private worker: Worker | undefined;
+  /** A stop in progress (its worker detached, closing): no worker starts meanwhile. */
+  private stopping: Promise<void> | undefined;
   private failed = false;
   private nextId = 0;
   private readonly waiting = new Map<number, { resolve(r: CheckpointResult | null): void; reject(e: Error): void }>();
@@ -132,17 +142,22 @@ export class Checkpointer {
 
   /** Starts the worker if the -wal reached startBytes (called after commits). */
   maybeStart(walBytes: number): void {
-    if (this.worker !== undefined || this.failed || walBytes < this.startBytes) return;
+    if (this.worker !== undefined || this.stopping !== undefined || this.failed || walBytes < this.startBytes) return;
     const w = new Worker(WORKER_SOURCE, { eval: true, workerData: { sqlite: sqliteModule, path: this.o.path, intervalMs: this.o.intervalMs ?? 100, thresholdFrames: this.o.thresholdFrames ?? 1000 } });
     w.unref();
     w.on("message", (m: Reply) => {
-      if (m.id === undefined) return this.fail(`checkpoint of ${this.o.path} failed: ${m.error}`);
+      if (m.id === undefined) {
+        if (this.worker === w) this.fail(`checkpoint of ${this.o.path} failed: ${m.error}`);
+        return;
+      }
       const p = this.waiting.get(m.id);
       this.waiting.delete(m.id);
       if (m.error !== undefined) p?.reject(new Error(m.error));
       else p?.resolve(m.result ?? null);
     });
-    w.on("error", (e) => this.fail(`checkpointer of ${this.o.path} failed: ${e.message}`));
+    w.on("error", (e) => {
+      if (this.worker === w) this.fail(`checkpointer of ${this.o.path} failed: ${e.message}`);
+    });
     w.on("exit", (code) => {
       if (this.worker === w) this.fail(`checkpointer of ${this.o.path} exited with code ${code}`);
     });
@@ -151,21 +166,36 @@ export class Checkpointer {
 
   /** One PASSIVE checkpoint now, off the event loop (undefined when the worker is not running). */
   async checkpoint(): Promise<CheckpointResult | undefined> {
-    return (await this.request("checkpoint")) ?? undefined;
+    return (await this.request(this.worker, "checkpoint")) ?? undefined;
   }
 
   /** The file was replaced (a snapshot install): the worker's connection moves to the new one. */
   async reopen(): Promise<void> {
-    await this.request("reopen");
+    await this.request(this.worker, "reopen");
   }
 
-  /** Stops the worker (its connection closed first); the Checkpointer may start again later. */
+  /**
+   * Stops the worker (its connection closed first); the Checkpointer may start again once this
+   * resolves. The worker is detached first (see the file comment): the exit that follows is the
+   * one asked for, never a failure.
+   */
   async stop(): Promise<void> {
+    if (this.stopping !== undefined) return this.stopping;
     const w = this.worker;
     if (w === undefined) return;
-    await this.request("close").catch(() => undefined);
     this.worker = undefined;
-    await w.terminate();
+    const stopping = (async () => {
+      // A worker that dies instead of answering has stopped too.
+      const exited = new Promise<void>((resolve) => w.once("exit", () => resolve()));
+      await Promise.race([this.request(w, "close").catch(() => undefined), exited]);
+      await w.terminate();
+    })();
+    this.stopping = stopping;
+    try {
+      await stopping;
+    } finally {
+      this.stopping = undefined;
+    }
   }
 
   /** Stops the worker without waiting (Backend.close is synchronous). */
@@ -177,8 +207,7 @@ export class Checkpointer {
     this.waiting.clear();
   }
 
-  private request(type: "checkpoint" | "reopen" | "close"): Promise<CheckpointResult | null> {
-    const w = this.worker;
+  private request(w: Worker | undefined, type: "checkpoint" | "reopen" | "close"): Promise<CheckpointResult | null> {
     if (w === undefined) return Promise.resolve(null);
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
