@@ -15,6 +15,11 @@ function fmtMs(v: number): string {
   return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
 }
 
+/** "avg / p99" in ms, as both tables print latency. */
+function fmtLatency(avgMs: number, p99Ms: number): string {
+  return `${fmtMs(avgMs)} / ${fmtMs(p99Ms)}`;
+}
+
 function fmtRatio(v: number | undefined): string {
   return v === undefined || !Number.isFinite(v) ? "—" : `${v.toFixed(2)}×`;
 }
@@ -34,6 +39,11 @@ function oneLine(s: string): string {
   return s.replace(/\s+/g, " ").replace(/\|/g, "/").trim();
 }
 
+/** One row of a markdown table: `| a | b |`, each cell padded by a space. */
+function markdownRow(cells: readonly string[]): string {
+  return ["", ...cells.map((c) => ` ${c} `), ""].join("|");
+}
+
 /** Median req/s, then (n; lowest–highest round) when there is more than one round. */
 function rpsCell(t: TargetSummary): string {
   return t.rounds > 1 ? `${fmtInt(t.rps)} (${t.rounds}; ${fmtInt(t.rpsMin)}–${fmtInt(t.rpsMax)})` : `${fmtInt(t.rps)} (${t.rounds})`;
@@ -50,19 +60,17 @@ export function markdownTable(rows: readonly RowSummary[]): string {
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   const body = rows.map((r) =>
-    [
-      "",
-      ` ${r.title} `,
-      ` ${cell(r.etcd, rpsCell)} `,
-      ` ${cell(r.etcetera, rpsCell)} `,
-      ` ${fmtRatio(r.rpsRatio)} `,
-      ` ${cell(r.etcd, (t) => `${fmtMs(t.avgMs)} / ${fmtMs(t.p99Ms)}`)} `,
-      ` ${cell(r.etcetera, (t) => `${fmtMs(t.avgMs)} / ${fmtMs(t.p99Ms)}`)} `,
-      ` ${fmtRatio(r.p99Ratio)} `,
-      ` ${cell(r.etcd, (t) => fmtRss(t.peakRssBytes))} `,
-      ` ${cell(r.etcetera, (t) => fmtRss(t.peakRssBytes))} `,
-      "",
-    ].join("|"),
+    markdownRow([
+      r.title,
+      cell(r.etcd, rpsCell),
+      cell(r.etcetera, rpsCell),
+      fmtRatio(r.rpsRatio),
+      cell(r.etcd, (t) => fmtLatency(t.avgMs, t.p99Ms)),
+      cell(r.etcetera, (t) => fmtLatency(t.avgMs, t.p99Ms)),
+      fmtRatio(r.p99Ratio),
+      cell(r.etcd, (t) => fmtRss(t.peakRssBytes)),
+      cell(r.etcetera, (t) => fmtRss(t.peakRssBytes)),
+    ]),
   );
   return [...head, ...body].join("\n") + "\n";
 }
@@ -88,21 +96,19 @@ export function coldCpuTable(rows: readonly RowSummary[]): string {
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   const body = rows.map((r) =>
-    [
-      "",
-      ` ${r.title} `,
-      ` ${cell(r.etcd, (t) => (t.cold !== undefined ? fmtInt(t.cold.rps) : "—"))} `,
-      ` ${cell(r.etcetera, (t) => (t.cold !== undefined ? fmtInt(t.cold.rps) : "—"))} `,
-      ` ${fmtRatio(r.coldRpsRatio)} `,
-      ` ${cell(r.etcd, (t) => (t.cold !== undefined ? `${fmtMs(t.cold.avgMs)} / ${fmtMs(t.cold.p99Ms)}` : "—"))} `,
-      ` ${cell(r.etcetera, (t) => (t.cold !== undefined ? `${fmtMs(t.cold.avgMs)} / ${fmtMs(t.cold.p99Ms)}` : "—"))} `,
-      ` ${cell(r.etcd, (t) => cpuCell(t.cpu))} `,
-      ` ${cell(r.etcetera, (t) => cpuCell(t.cpu))} `,
-      ` ${fmtRatio(r.leaderCpuRatio)} `,
-      ` ${cell(r.etcd, (t) => cpuCell(t.cold?.cpu))} `,
-      ` ${cell(r.etcetera, (t) => cpuCell(t.cold?.cpu))} `,
-      "",
-    ].join("|"),
+    markdownRow([
+      r.title,
+      cell(r.etcd, (t) => (t.cold !== undefined ? fmtInt(t.cold.rps) : "—")),
+      cell(r.etcetera, (t) => (t.cold !== undefined ? fmtInt(t.cold.rps) : "—")),
+      fmtRatio(r.coldRpsRatio),
+      cell(r.etcd, (t) => (t.cold !== undefined ? fmtLatency(t.cold.avgMs, t.cold.p99Ms) : "—")),
+      cell(r.etcetera, (t) => (t.cold !== undefined ? fmtLatency(t.cold.avgMs, t.cold.p99Ms) : "—")),
+      cell(r.etcd, (t) => cpuCell(t.cpu)),
+      cell(r.etcetera, (t) => cpuCell(t.cpu)),
+      fmtRatio(r.leaderCpuRatio),
+      cell(r.etcd, (t) => cpuCell(t.cold?.cpu)),
+      cell(r.etcetera, (t) => cpuCell(t.cold?.cpu)),
+    ]),
   );
   return [...head, ...body].join("\n") + "\n";
 }
