@@ -6,7 +6,7 @@
  * (an overloaded event loop, a slow disk), and it is what etcd's alert on that counter watches.
  */
 import { Counter, type Registry } from "prom-client";
-import { MessageType, type Message } from "../raft/types.js";
+import { MessageType, type Message, type NodeId } from "../raft/types.js";
 import type { Logger } from "./logger.js";
 
 export interface HeartbeatWatchOptions {
@@ -17,8 +17,8 @@ export interface HeartbeatWatchOptions {
 }
 
 export class HeartbeatWatch {
-  /** Last heartbeat sent, by peer id. */
-  private readonly lastSentMs = new Map<string, number>();
+  /** Last heartbeat sent, by peer id (the bigint itself: no string made per heartbeat). */
+  private readonly lastSentMs = new Map<NodeId, number>();
   private readonly failures: Counter;
   private readonly maxGapMs: number;
   private readonly now: () => number;
@@ -37,14 +37,13 @@ export class HeartbeatWatch {
   observe(msgs: readonly Message[]): void {
     for (const m of msgs) {
       if (m.type !== MessageType.MsgHeartbeat) continue;
-      const to = String(m.to);
       const now = this.now();
-      const last = this.lastSentMs.get(to);
-      this.lastSentMs.set(to, now);
+      const last = this.lastSentMs.get(m.to);
+      this.lastSentMs.set(m.to, now);
       if (last === undefined || now - last <= this.maxGapMs) continue;
       const exceededMs = Math.round(now - last - this.maxGapMs);
       this.o.logger.warn(
-        { "to": to, "heartbeat-interval": `${this.o.heartbeatMs}ms`, "expected-duration": `${this.maxGapMs}ms`, "exceeded-duration": `${exceededMs}ms` },
+        { "to": String(m.to), "heartbeat-interval": `${this.o.heartbeatMs}ms`, "expected-duration": `${this.maxGapMs}ms`, "exceeded-duration": `${exceededMs}ms` },
         "leader failed to send out heartbeat on time; took too long, leader is overloaded likely from slow disk",
       );
       this.failures.inc();
