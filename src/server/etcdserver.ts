@@ -117,6 +117,8 @@ export class EtcdServer {
   private readonly rootLogger: Logger;
   private readonly logger: Logger;
   private readonly initialMembers: Map<NodeId, Member>;
+  /** The --initial-cluster peers of a new member whose conf change has not been applied yet. */
+  private readonly bootstrapPeers = new Map<NodeId, readonly string[]>();
   private readonly applyWait = new WaitTime();
   /** Keep-alives and time-to-live of a follower go to the leader's lessor through it. */
   private readonly leaderClient: LeaderClient;
@@ -435,8 +437,11 @@ export class EtcdServer {
         }),
     });
 
-    const peers = new Map<NodeId, readonly string[]>();
-    for (const m of this.initialMembers.values()) if (m.id !== this.memberId) peers.set(m.id, m.peerUrls);
+    // A restart takes its peers from the membership it recovered, never from --initial-cluster
+    // (etcd ignores the --initial-cluster* flags once a WAL exists: they may be stale by then).
+    // A new member dials the flags' peers before their conf changes are applied.
+    if (!existed) for (const m of this.initialMembers.values()) if (m.id !== this.memberId) this.bootstrapPeers.set(m.id, m.peerUrls);
+    const peers = new Map<NodeId, readonly string[]>(this.bootstrapPeers);
     for (const m of this.membership.list()) if (m.id !== this.memberId) peers.set(m.id, m.peerUrls);
     this.transport = new Transport({
       localId: this.memberId,
@@ -524,6 +529,12 @@ export class EtcdServer {
   private syncPeers(): void {
     if (this.transport === undefined) return;
     const want = new Map(this.membership.list().filter((m) => m.id !== this.memberId && m.peerUrls.length > 0).map((m) => [m.id, m.peerUrls] as const));
+    // A bootstrap peer whose own conf change is not applied yet stays (dropping it would reset
+    // its stream at every earlier bootstrap conf change); once it is a member, the membership rules.
+    for (const [id, urls] of this.bootstrapPeers) {
+      if (want.has(id) || this.membership.isRemoved(id)) this.bootstrapPeers.delete(id);
+      else want.set(id, urls);
+    }
     for (const id of this.transport.peerIds()) if (!want.has(id)) this.transport.removePeer(id);
     const have = new Set(this.transport.peerIds());
     for (const [id, urls] of want) {
