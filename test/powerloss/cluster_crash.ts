@@ -16,7 +16,7 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { type Member, SERVER_JS } from "../e2e/harness.js";
+import { type Member, newClusterArgs, SERVER_JS } from "../e2e/harness.js";
 import { reservePorts } from "../ports.js";
 import { mulberry32 } from "../prng.js";
 import { EtcdConnection } from "../reliability/etcd_client.js";
@@ -157,17 +157,8 @@ export async function runClusterCrash(o: ClusterCrashOptions): Promise<ClusterCr
   const s = scratch("etcetera-powerloss-cluster");
   const ports = await reservePorts(6);
   const specs = NAMES.map((name, i) => ({ name, clientPort: ports[2 * i]!, peerPort: ports[2 * i + 1]!, dataDir: join(s.mnt, name, "data") }));
-  const initialCluster = specs.map((x) => `${x.name}=http://127.0.0.1:${x.peerPort}`).join(",");
   const argsOf = (x: (typeof specs)[number]) => [
-    `--name=${x.name}`,
-    `--data-dir=${x.dataDir}`,
-    `--listen-client-urls=http://127.0.0.1:${x.clientPort}`,
-    `--advertise-client-urls=http://127.0.0.1:${x.clientPort}`,
-    `--listen-peer-urls=http://127.0.0.1:${x.peerPort}`,
-    `--initial-advertise-peer-urls=http://127.0.0.1:${x.peerPort}`,
-    `--initial-cluster=${initialCluster}`,
-    "--initial-cluster-token=powerloss-cluster",
-    "--initial-cluster-state=new",
+    ...newClusterArgs(x, specs, "powerloss-cluster"),
     `--snapshot-count=${o.snapshotCount ?? 1000}`,
     // A follower restarted a few hundred puts behind must need a snapshot (snapshot-install).
     ...(o.cutAt === "snapshot-install" ? ["--experimental-snapshot-catchup-entries=50"] : []),
