@@ -3,6 +3,7 @@
  *                          [--target etcd|etcetera] [--clients N] [--keys N] [--think-ms MS] [--out DIR]
  *                          [--inject-client-bug stale-read[=RATE] | serializable-reads]   (TEST-ONLY: proves the checks have teeth)
  *                          [--inject-server-bug follower-local-read]   (TEST-ONLY, etcetera: src/server/test_bugs.ts)
+ *                          [--tls]   (TLS on both ports: https:// URLs, client and peer certificates required)
  *                          [--progress-requests on|off]   (watchers' WatchProgressRequest; default off for etcd 3.4, etcd#15220)
  *
  * The long run (30 minutes; more keys and think time keep the history checkable):
@@ -28,6 +29,8 @@ const { values } = parseArgs({
     "inject-server-bug": { type: "string" },
     /** on|off: watchers send WatchProgressRequest (default: off for etcd 3.4.23, see etcd#15220). */
     "progress-requests": { type: "string" },
+    /** TLS on both ports (client and peer certificates required; the link proxies terminate and re-encrypt). */
+    tls: { type: "boolean", default: false },
   },
 });
 
@@ -69,6 +72,7 @@ try {
     ...(serverBug !== undefined ? { serverBug } : {}),
     ...(values["progress-requests"] !== undefined ? { progressRequests: values["progress-requests"] === "on" } : {}),
     ...(values.out !== undefined ? { outDir: values.out } : {}),
+    tls: values.tls,
     log: (l) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${l}`),
   });
   console.log(formatReport(report));

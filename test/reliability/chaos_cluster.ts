@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { reservePort } from "../ports.js";
 import { Member, SERVER_JS, TARGET_ETCD, type MemberSpec } from "../e2e/harness.js";
 import { LazyFs } from "../powerloss/lazyfs.js";
+import { ChaosTls } from "./chaos_tls.js";
 import { EtcdConnection } from "./etcd_client.js";
 import { classifyEtcdHttp, classifyEtcetera, normalizeId, TcpProxy } from "./proxy.js";
 
@@ -27,6 +28,8 @@ export interface ChaosClusterOptions {
   env?: Record<string, string>;
   /** Put each member's data dir on its own lazyfs, so that the "powerloss" fault can cut its power. */
   powerLoss?: boolean;
+  /** TLS on both ports (chaos_tls.ts): https:// URLs, client and peer certificates required, proxies that terminate and re-encrypt. */
+  tls?: boolean;
 }
 
 /** A member's lazyfs: the durable "disk", lazyfs's scratch space, and the mount the member uses. */
@@ -69,6 +72,8 @@ export class ChaosCluster {
   private constructor(
     readonly dir: string,
     readonly members: ChaosMember[],
+    /** Set when the cluster runs TLS on both ports. */
+    readonly tls: ChaosTls | undefined,
   ) {}
 
   static async create(opts: ChaosClusterOptions): Promise<ChaosCluster> {
@@ -76,21 +81,23 @@ export class ChaosCluster {
     const dir = mkdtempSync(join(tmpdir(), "etcetera-chaos-"));
     const specs: MemberSpec[] = [];
     const proxies: TcpProxy[] = [];
+    const tls = opts.tls === true ? ChaosTls.create(dir) : undefined;
+    const scheme = tls === undefined ? "http" : "https";
     for (let i = 1; i <= opts.size; i++) {
       const dataDir = opts.powerLoss === true ? join(dir, `n${i}`, "mnt", "data") : join(dir, `n${i}.etcd`);
       const spec = { name: `n${i}`, clientPort: await reservePort(), peerPort: await reservePort(), dataDir };
       specs.push(spec);
-      proxies.push(await TcpProxy.start({ name: spec.name, targetPort: spec.peerPort, classify: TARGET_ETCD ? classifyEtcdHttp : classifyEtcetera }));
+      proxies.push(await TcpProxy.start({ name: spec.name, targetPort: spec.peerPort, classify: TARGET_ETCD ? classifyEtcdHttp : classifyEtcetera, ...(tls !== undefined ? { transport: tls.proxyTransport(spec.name) } : {}) }));
     }
-    const advertised = (i: number) => `http://127.0.0.1:${proxies[i]!.port}`;
+    const advertised = (i: number) => `${scheme}://127.0.0.1:${proxies[i]!.port}`;
     const initialCluster = specs.map((s, i) => `${s.name}=${advertised(i)}`).join(",");
     const members = specs.map((s, i) => {
       const member = new Member(s, [
         `--name=${s.name}`,
         `--data-dir=${s.dataDir}`,
-        `--listen-client-urls=http://127.0.0.1:${s.clientPort}`,
-        `--advertise-client-urls=http://127.0.0.1:${s.clientPort}`,
-        `--listen-peer-urls=http://127.0.0.1:${s.peerPort}`,
+        `--listen-client-urls=${scheme}://127.0.0.1:${s.clientPort}`,
+        `--advertise-client-urls=${scheme}://127.0.0.1:${s.clientPort}`,
+        `--listen-peer-urls=${scheme}://127.0.0.1:${s.peerPort}`,
         `--initial-advertise-peer-urls=${advertised(i)}`,
         `--initial-cluster=${initialCluster}`,
         "--initial-cluster-token=chaos-token",
@@ -98,16 +105,34 @@ export class ChaosCluster {
         `--heartbeat-interval=${opts.heartbeatMs}`,
         `--election-timeout=${opts.electionMs}`,
         "--log-level=info",
+        ...(tls?.memberFlags(s.name) ?? []),
         ...(opts.extraArgs ?? []),
       ], opts.env);
       const disk = opts.powerLoss === true ? { disk: join(dir, s.name, "disk"), work: join(dir, s.name, "work"), mnt: join(dir, s.name, "mnt"), fs: undefined, cuts: 0 } : undefined;
-      return { name: s.name, member, proxy: proxies[i]!, id: "", conn: new EtcdConnection(member.endpoint), peakRssKiB: 0, paused: false, ...(disk !== undefined ? { disk } : {}) };
+      return { name: s.name, member, proxy: proxies[i]!, id: "", conn: new EtcdConnection(member.endpoint, tls?.client), peakRssKiB: 0, paused: false, ...(disk !== undefined ? { disk } : {}) };
     });
-    return new ChaosCluster(dir, members);
+    return new ChaosCluster(dir, members, tls);
   }
 
   get endpoints(): string[] {
     return this.members.map((m) => m.member.endpoint);
+  }
+
+  /** "https" when the cluster runs TLS, else "http". */
+  get scheme(): string {
+    return this.tls === undefined ? "http" : "https";
+  }
+
+  /** A member's client URL (the harness's Member.clientUrl is always http://). */
+  clientUrl(m: Member): string {
+    return `${this.scheme}://${m.endpoint}`;
+  }
+
+  /** GET a path of a member's client port (TLS: with the checker's certificate). */
+  async fetchText(m: Member, path: string, timeoutMs: number): Promise<string> {
+    const url = `${this.clientUrl(m)}${path}`;
+    if (this.tls !== undefined) return this.tls.get(url, timeoutMs);
+    return (await fetch(url, { signal: AbortSignal.timeout(timeoutMs) })).text();
   }
 
   /** Mounts a member's lazyfs (no-op without powerLoss or when mounted); `seed` seeds its torn write. */

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TARGET_ETCD } from "../e2e/harness.js";
 import { ChaosCluster } from "./chaos_cluster.js";
+import { formatTlsReport, type ChaosTlsReport } from "./chaos_tls.js";
 import { toWatchEvent, type EtcdConnection, type PbWatchResponse } from "./etcd_client.js";
 import { farBehindArgs } from "./far_behind_fault.js";
 import { FaultInjector, type FaultKind, type FaultRecord } from "./faults.js";
@@ -57,6 +58,8 @@ export interface ChaosOptions {
    * deviation: watch-progress-request-unsynced (test/deviations.ts)
    */
   progressRequests?: boolean;
+  /** TLS on both ports, client and peer certificates required (chaos_tls.ts; the proxies terminate and re-encrypt, tls_proxy.ts). */
+  tls?: boolean;
   log?: (line: string) => void;
 }
 
@@ -84,6 +87,8 @@ export interface ChaosReport {
   staleReadsInjected: number;
   /** TEST-ONLY bugs that were switched on for this run (empty in a real run). */
   injectedBugs: string[];
+  /** Set for a TLS run: the proxies' handshakes. */
+  tls?: ChaosTlsReport;
   outDir: string;
   passed: boolean;
 }
@@ -149,7 +154,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const outDir = opts.outDir ?? join(tmpdir(), `etcetera-chaos-${opts.seed}-${Date.now()}`);
   mkdirSync(outDir, { recursive: true });
   const r = rng(opts.seed);
-  log(`chaos: seed=${opts.seed} target=${TARGET_ETCD ? "etcd" : "etcetera"} duration=${opts.durationS}s faults=${opts.faults.join(",")} out=${outDir}`);
+  log(`chaos: seed=${opts.seed} target=${TARGET_ETCD ? "etcd" : "etcetera"}${opts.tls === true ? " tls=both-ports" : ""} duration=${opts.durationS}s faults=${opts.faults.join(",")} out=${outDir}`);
   const progressRequests = opts.progressRequests ?? !TARGET_ETCD;
   if (opts.serverBug !== undefined && TARGET_ETCD) throw new Error("a server-side test bug can only be planted in etcetera");
   const cluster = await ChaosCluster.create({
@@ -160,6 +165,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     env: opts.serverBug !== undefined ? { ETCETERA_TEST_BUG: opts.serverBug, ETCETERA_TEST_BUGS_ALLOWED: "1" } : {},
     // The power-loss fault needs every data dir on lazyfs; the other faults run on plain disks.
     powerLoss: opts.faults.includes("powerloss"),
+    tls: opts.tls === true,
   });
   let workload: Workload | undefined;
   let injector: FaultInjector | undefined;
@@ -167,7 +173,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     await cluster.start();
     const first = await eventually(() => cluster.leader(), 30_000, "a leader");
     log(`cluster up, leader ${first.name}; peer connections by source: ${cluster.members.map((m) => `${m.name}←[${m.proxy.sources().join(",")}]`).join(" ")}`);
-    workload = new Workload({ endpoints: cluster.endpoints, seed: Math.floor(r() * 2 ** 31), clients: opts.clients ?? 6, keys: opts.keys ?? 6, thinkMs: opts.thinkMs ?? 5, maxOps: 3_000_000, staleReadRate: opts.staleReadRate ?? 0, serializableGets: opts.serializableGets ?? false, progressRequests });
+    workload = new Workload({ endpoints: cluster.endpoints, ...(cluster.tls !== undefined ? { clientTls: cluster.tls.client } : {}), seed: Math.floor(r() * 2 ** 31), clients: opts.clients ?? 6, keys: opts.keys ?? 6, thinkMs: opts.thinkMs ?? 5, maxOps: 3_000_000, staleReadRate: opts.staleReadRate ?? 0, serializableGets: opts.serializableGets ?? false, progressRequests });
     workload.start();
     const wl = workload;
     const readers: MemberReader[] = cluster.members.map((m) => ({
@@ -265,6 +271,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         ...(opts.serializableGets ? ["serializable-reads"] : []),
         ...(opts.serverBug !== undefined ? [`server:${opts.serverBug}`] : []),
       ],
+      ...(cluster.tls !== undefined ? { tls: cluster.tls.report(cluster.members) } : {}),
       outDir,
       passed: false,
     };
@@ -300,6 +307,7 @@ export function formatReport(rep: ChaosReport): string {
     `acknowledged writes lost: ${rep.lostWrites} of ${rep.ackedWrites} (final revision ${rep.finalRevision}${rep.lastCompactRevision > 0 ? `, compacted up to ${rep.lastCompactRevision}` : ""}; ` +
       `read back from every member: ${rep.readBack.writes} writes, ${rep.readBack.reads} reads, ${rep.readBack.lost} lost, ${rep.readBack.unverified} unverified; missing from the watch streams: ${rep.readBack.missingFromWatch})`,
     ...rep.lostExamples.map((l) => `  ${l}`),
+    ...(rep.tls !== undefined ? [formatTlsReport(rep.tls)] : []),
     `peak RSS (VmHWM): ${Object.entries(rep.peakRssMiB).map(([n, v]) => `${n} ${v} MiB`).join(", ")}`,
     ...(rep.injectedBugs.length > 0 ? [`TEST-ONLY injected bugs: ${rep.injectedBugs.join(", ")} (stale reads served from cache: ${rep.staleReadsInjected})`] : []),
     `result: ${rep.passed ? "PASS" : "FAIL"}   (files: ${rep.outDir})`,

@@ -116,16 +116,26 @@ export function definitelyNotSent(err: unknown): boolean {
   return e.code === grpc.status.UNAVAILABLE && typeof e.details === "string" && e.details.startsWith("No connection established");
 }
 
-/** One endpoint's clients. */
+/** PEM contents of a client certificate, its key and the CA that signed the servers' (test/reliability/chaos_tls.ts). */
+export interface ClientTls {
+  ca: Buffer;
+  cert: Buffer;
+  key: Buffer;
+}
+
+/** One endpoint's clients (TLS with a client certificate when `tls` is given). */
 export class EtcdConnection {
   private readonly kv: grpc.Client;
   private readonly watch: grpc.Client;
   private readonly maintenance: grpc.Client;
   private readonly cluster: grpc.Client;
 
-  constructor(readonly endpoint: string) {
+  constructor(
+    readonly endpoint: string,
+    tls?: ClientTls,
+  ) {
     const p = pkg().etcdserverpb;
-    const creds = grpc.credentials.createInsecure();
+    const creds = tls === undefined ? grpc.credentials.createInsecure() : grpc.credentials.createSsl(tls.ca, tls.key, tls.cert);
     this.kv = new p.KV(endpoint, creds, CHANNEL_OPTIONS);
     this.watch = new p.Watch(endpoint, creds, CHANNEL_OPTIONS);
     this.maintenance = new p.Maintenance(endpoint, creds, CHANNEL_OPTIONS);

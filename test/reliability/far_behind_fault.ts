@@ -30,8 +30,8 @@ export function farBehindArgs(): string[] {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** A counter's sum over its labels on a member's /metrics (0 when absent). */
-async function metricSum(m: ChaosMember, name: string): Promise<number> {
-  const text = await (await fetch(`${m.member.clientUrl}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+async function metricSum(cluster: ChaosCluster, m: ChaosMember, name: string): Promise<number> {
+  const text = await cluster.fetchText(m.member, "/metrics", 5_000);
   let sum = 0;
   for (const x of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, "gm"))) sum += Number(x[1]);
   return sum;
@@ -92,7 +92,7 @@ export async function applyFarBehind(cluster: ChaosCluster, r: Rng, round: numbe
   }
   // Counted by the restarted process only (its metrics and its log start at the restart). Both
   // targets log "receiving database snapshot" (etcd's rafthttp, etcetera's snapshots.ts).
-  const receivedMetric = await metricSum(f, "etcd_network_snapshot_receive_success").catch(() => 0);
+  const receivedMetric = await metricSum(cluster, f, "etcd_network_snapshot_receive_success").catch(() => 0);
   const receivedLogged = f.member.log.split("receiving database snapshot").length - 1;
   const received = Math.max(receivedMetric, receivedLogged);
   const caughtUp = revision >= target;

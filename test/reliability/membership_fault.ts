@@ -39,9 +39,9 @@ async function retry(cluster: ChaosCluster, args: string[], what: string, deadli
   const until = Date.now() + deadlineMs;
   let last = "";
   for (;;) {
-    const live = cluster.members.filter((m) => m.member.running && !m.paused).map((m) => m.member.endpoint);
+    const live = cluster.members.filter((m) => m.member.running && !m.paused).map((m) => cluster.clientUrl(m.member));
     if (live.length > 0) {
-      const r = await etcdctl(live.join(","), args, undefined, 10_000);
+      const r = await etcdctl(live.join(","), [...(cluster.tls?.ctlFlags() ?? []), ...args], undefined, 10_000);
       if (r.code === 0) return r.stdout;
       last = r.stderr.trim();
     }
@@ -54,7 +54,8 @@ async function retry(cluster: ChaosCluster, args: string[], what: string, deadli
 export async function membershipChange(cluster: ChaosCluster, o: MembershipFaultOptions): Promise<string> {
   const name = `x${++added}`;
   const spec: MemberSpec = { name, clientPort: await reservePort(), peerPort: await reservePort(), dataDir: join(cluster.dir, `${name}.etcd`) };
-  const peerUrl = `http://127.0.0.1:${spec.peerPort}`;
+  const scheme = cluster.scheme;
+  const peerUrl = `${scheme}://127.0.0.1:${spec.peerPort}`;
   const steps: string[] = [];
   const t0 = Date.now();
   const at = () => `${Date.now() - t0} ms`;
@@ -65,13 +66,14 @@ export async function membershipChange(cluster: ChaosCluster, o: MembershipFault
     spec,
     [
       `--data-dir=${spec.dataDir}`,
-      `--listen-client-urls=http://127.0.0.1:${spec.clientPort}`,
-      `--advertise-client-urls=http://127.0.0.1:${spec.clientPort}`,
+      `--listen-client-urls=${scheme}://127.0.0.1:${spec.clientPort}`,
+      `--advertise-client-urls=${scheme}://127.0.0.1:${spec.clientPort}`,
       `--listen-peer-urls=${peerUrl}`,
       "--initial-cluster-token=chaos-token",
       `--heartbeat-interval=${o.heartbeatMs}`,
       `--election-timeout=${o.electionMs}`,
       "--log-level=info",
+      ...(cluster.tls?.memberFlags(name) ?? []),
     ],
     parseMemberAddEnv(out),
   );

@@ -47,7 +47,25 @@ export interface ProxyOptions {
   classifyTimeoutMs?: number;
   /** Bytes a delayed direction may hold before reading from its source pauses. */
   maxQueuedBytes?: number;
+  /** How connections are accepted and dialed: plain TCP by default; tls_proxy.ts terminates and re-encrypts TLS. */
+  transport?: ProxyTransport;
 }
+
+/**
+ * The sockets of a proxy. Both sides must hand the proxy plaintext: the classifier and the faults
+ * work on the bytes the members exchange, whatever carries them.
+ */
+export interface ProxyTransport {
+  /** A listening server that calls `onSocket` with each accepted connection once its bytes can be read. */
+  createServer(onSocket: (client: Socket) => void): Server;
+  /** Dials the target for the accepted `client` (TLS: with the protocol the client negotiated). */
+  connect(client: Socket, host: string, port: number): Socket;
+}
+
+export const TCP_TRANSPORT: ProxyTransport = {
+  createServer: (onSocket) => createServer(onSocket),
+  connect: (_client, host, port) => connect({ host, port }),
+};
 
 export interface ProxyStats {
   accepted: number;
@@ -155,7 +173,8 @@ export class TcpProxy {
   ) {}
 
   static async start(opts: ProxyOptions): Promise<TcpProxy> {
-    const server = createServer();
+    const server = (opts.transport ?? TCP_TRANSPORT).createServer((s) => (proxy === undefined ? s.destroy() : proxy.accept(s)));
+    let proxy: TcpProxy | undefined;
     const port = await new Promise<number>((res, rej) => {
       server.once("error", rej);
       server.listen(opts.listenPort ?? 0, opts.listenHost ?? "127.0.0.1", () => {
@@ -164,8 +183,7 @@ export class TcpProxy {
         res(a.port);
       });
     });
-    const proxy = new TcpProxy(opts, server, port);
-    server.on("connection", (s) => proxy.accept(s));
+    proxy = new TcpProxy(opts, server, port);
     return proxy;
   }
 
@@ -281,7 +299,7 @@ export class TcpProxy {
   /** Connects upstream and starts both pipes; `head` is what the client already sent. */
   private open(c: ProxiedConnection, head: Buffer): void {
     if (!this.conns.has(c)) return;
-    const upstream = connect({ host: this.opts.targetHost ?? "127.0.0.1", port: this.opts.targetPort });
+    const upstream = (this.opts.transport ?? TCP_TRANSPORT).connect(c.client, this.opts.targetHost ?? "127.0.0.1", this.opts.targetPort);
     c.upstream = upstream;
     upstream.setNoDelay(true);
     upstream.on("error", () => this.destroy(c));

@@ -9,7 +9,7 @@
  * `serializableGets` sends reads as serializable Ranges — served from the member's local state
  * without ReadIndex, the bug class of "serve linearizable reads locally". Never in the server.
  */
-import { definitelyNotSent, EtcdConnection, toWatchEvent, type PbWatchResponse } from "./etcd_client.js";
+import { definitelyNotSent, EtcdConnection, toWatchEvent, type ClientTls, type PbWatchResponse } from "./etcd_client.js";
 import { rng, type Rng } from "./gen.js";
 import { HistoryRecorder, type History, type KvOp, type KvResult, type ObservedKv } from "./history.js";
 import { prefixRangeEnd, WatchStreamRecorder, type WatchStream } from "./watch_history.js";
@@ -17,6 +17,8 @@ import { performance } from "node:perf_hooks";
 
 export interface WorkloadOptions {
   endpoints: string[];
+  /** The client certificate for members serving TLS with --client-cert-auth. */
+  clientTls?: ClientTls;
   seed: number;
   clients?: number;
   keys?: number;
@@ -244,7 +246,7 @@ export class Workload {
   private watching: Promise<void>[] = [];
 
   constructor(opts: WorkloadOptions) {
-    this.connections = opts.endpoints.map((e) => new EtcdConnection(e));
+    this.connections = opts.endpoints.map((e) => new EtcdConnection(e, opts.clientTls));
     this.recorder = new HistoryRecorder({ maxOps: opts.maxOps ?? 500_000 });
     this.keyPrefix = opts.keyPrefix ?? "chaos/";
     this.keyCount = opts.keys ?? 6;
