@@ -173,8 +173,9 @@ export class TcpProxy {
   ) {}
 
   static async start(opts: ProxyOptions): Promise<TcpProxy> {
-    const server = (opts.transport ?? TCP_TRANSPORT).createServer((s) => (proxy === undefined ? s.destroy() : proxy.accept(s)));
-    let proxy: TcpProxy | undefined;
+    // Connections are handed to the proxy once it exists (none can arrive before it listens).
+    const accepting: { proxy?: TcpProxy } = {};
+    const server = (opts.transport ?? TCP_TRANSPORT).createServer((s) => (accepting.proxy === undefined ? s.destroy() : accepting.proxy.accept(s)));
     const port = await new Promise<number>((res, rej) => {
       server.once("error", rej);
       server.listen(opts.listenPort ?? 0, opts.listenHost ?? "127.0.0.1", () => {
@@ -183,7 +184,8 @@ export class TcpProxy {
         res(a.port);
       });
     });
-    proxy = new TcpProxy(opts, server, port);
+    const proxy = new TcpProxy(opts, server, port);
+    accepting.proxy = proxy;
     return proxy;
   }
 
