@@ -12,26 +12,37 @@
  * plaintext between the proxy's two TLS sessions (partition, oneway, delay, reset), or through the
  * client API over TLS (transfer, compact, defrag, and membership, whose learner gets its own
  * certificate and https:// URLs, its etcdctl the checker's certificate).
+ *
+ * One exception, not TLS's: against etcd 3.4 the power cut (lazyfs) is left out. etcd 3.4 does
+ * not sync the entries of its new wal/ and snap/ directories (wal.Create renames wal.tmp into
+ * place and syncs only the parent; bbolt creates snap/db), so a cut seconds after the start loses
+ * member/wal/0000000000000000-0000000000000000.wal and member/snap/db (lazyfs's drop log: lost-entry
+ * for both); the member then bootstraps afresh and exits with "member <id> has already been
+ * bootstrapped". Plaintext runs show the same (npm run chaos -- --target etcd --faults powerloss);
+ * etcetera keeps its power cut here.
  */
 import { describe, expect, it } from "vitest";
+import { TARGET_ETCD } from "./harness.js";
 import { formatReport, runChaos } from "../reliability/chaos_runner.js";
 import { FAULT_KINDS } from "../reliability/faults.js";
 import { testSeed } from "../seed.js";
 
 const SEED = testSeed("chaos with TLS on both ports");
 const log = (l: string) => console.log(l);
+/** Every fault kind; against etcd 3.4 without the power cut (see the module comment). */
+const KINDS = FAULT_KINDS.filter((k) => !(TARGET_ETCD && k === "powerloss"));
 /** A certificate the other side refused (a TLS set-up error), as opposed to a connection cut by a fault. */
 const CERT_ERROR = /CERT|certificate|VERIFY|SELF_SIGNED|ALERT|HANDSHAKE/i;
 
 describe("chaos with TLS on both ports", () => {
   it(`stays linearizable and loses no acknowledged write under every fault kind, TLS on client and peer ports (seed=${SEED})`, { timeout: 300_000 }, async () => {
-    const report = await runChaos({ seed: SEED, durationS: 30, faults: FAULT_KINDS, faultOrder: "cycle", tls: true, log });
+    const report = await runChaos({ seed: SEED, durationS: 30, faults: KINDS, faultOrder: "cycle", tls: true, log });
     console.log(formatReport(report));
     const tls = report.tls;
     expect(tls, "a TLS run reports its proxies").toBeDefined();
     // Every kind was injected and at least once did what it does (an error is a fault that could not work under TLS).
-    expect(new Set(report.faults.map((f) => f.kind))).toEqual(new Set(FAULT_KINDS));
-    for (const kind of FAULT_KINDS) {
+    expect(new Set(report.faults.map((f) => f.kind))).toEqual(new Set(KINDS));
+    for (const kind of KINDS) {
       const runs = report.faults.filter((f) => f.kind === kind);
       expect(runs.some((f) => f.error === undefined), `${kind}: ${runs.map((f) => f.error).join("; ")}`).toBe(true);
     }
