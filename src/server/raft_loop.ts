@@ -10,7 +10,7 @@
  * The loop keeps the member's view of raft (leader, term, commit and applied index, configuration)
  * for everyone else to read.
  */
-import type { RawNode, Ready } from "../raft/index.js";
+import { RaftInvariantError, type RawNode, type Ready } from "../raft/index.js";
 import { MessageType, NONE, StateType, type ConfChangeV2, type ConfState, type Entry, type Message, type NodeId, type SoftState } from "../raft/types.js";
 import type { ApplyOutcome } from "./apply.js";
 import { Errors } from "./errors.js";
@@ -112,12 +112,18 @@ export class RaftLoop {
 
   // ------------------------------------------------------------------ input
 
-  /** A message from a peer; one raft refuses is logged and dropped. */
+  /**
+   * A message from a peer; one raft refuses is logged and dropped. A broken invariant is fatal, as
+   * etcd's raft panics: raft may have changed its state half-way, and a member that only logged it
+   * (e.g. a commit index past its own log after a lost WAL: "tocommit(x) is out of range") would
+   * refuse every heartbeat for good while looking alive.
+   */
   step(m: Message): void {
     if (this.stopped) return;
     try {
       this.o.raw.step(m);
     } catch (err) {
+      if (err instanceof RaftInvariantError) return this.fail(err, { type: MessageType[m.type], from: formatId(m.from) });
       this.o.raftLogger.warn({ err: String(err), type: MessageType[m.type], from: formatId(m.from) }, "dropped a peer message raft refused");
     }
     this.schedule();
@@ -194,12 +200,16 @@ export class RaftLoop {
         if (!this.stopped && this.snapshotDue()) await this.takeSnapshot();
       } while (this.again && !this.stopped);
     } catch (err) {
-      this.o.logger.fatal({ err: String(err), stack: (err as Error).stack }, "raft loop failed; stopping the member");
-      this.stopped = true;
-      this.o.onFatal(err as Error);
+      this.fail(err as Error, {});
     } finally {
       this.running = false;
     }
+  }
+
+  private fail(err: Error, fields: Record<string, string | undefined>): void {
+    this.o.logger.fatal({ ...fields, err: String(err), stack: err.stack }, "raft loop failed; stopping the member");
+    this.stopped = true;
+    this.o.onFatal(err);
   }
 
   private async handleReady(rd: Ready): Promise<void> {

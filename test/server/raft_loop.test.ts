@@ -3,12 +3,14 @@
  * proposal registry, ReadIndex rounds and applier on temp stores, and fakes for the transport and
  * the snapshots: the bootstrap configuration is applied and the lone voter campaigns at once; a
  * proposal is answered once applied; a linearizable read is released after its round; a snapshot
- * is taken past --snapshot-count; a storage failure is fatal and stops the loop.
+ * is taken past --snapshot-count; a storage failure, or a peer message that breaks a raft
+ * invariant, is fatal and stops the loop.
  */
 import { memorySnapshotBody } from "../../src/server/transport/snapshot_body.js";
 import { describe, expect, it } from "vitest";
 import { MemoryStorage, RawNode } from "../../src/raft/index.js";
-import { ConfChangeTransition, ConfChangeType, type Entry, type HardState, type Message, type Snapshot } from "../../src/raft/types.js";
+import { newMessage } from "../../src/raft/raft.js";
+import { ConfChangeTransition, ConfChangeType, MessageType, type Entry, type HardState, type Message, type Snapshot } from "../../src/raft/types.js";
 import { Applier } from "../../src/server/apply.js";
 import { IdGenerator } from "../../src/server/id_gen.js";
 import { silentLogger } from "../../src/server/logger.js";
@@ -174,5 +176,24 @@ describe("raft loop", () => {
     expect(t.fatal.length).toBe(1);
     proposals.stop();
     await expect(lost).rejects.toThrow("etcdserver: server stopped");
+  });
+
+  it("a peer message that breaks a raft invariant is fatal (etcd's raft panics), not dropped", async () => {
+    const { t, loop, proposals } = setup();
+    loop.schedule();
+    await until(() => loop.isLeader(), "leadership");
+    const last = loop.applied();
+    // A leader of a later term says entries up to 1000 are committed: this member's log ends far
+    // before, so its log was lost or truncated (etcd: "Was the raft log corrupted, truncated, or lost?").
+    loop.step(newMessage({ type: MessageType.MsgHeartbeat, from: 2n, to: ID, term: 99, commit: last + 1000 }));
+    expect(t.fatal).toHaveLength(1);
+    expect(t.fatal[0]!.message).toMatch(new RegExp(`tocommit\\(${last + 1000}\\) is out of range`));
+    const persists = t.persists;
+    loop.step(newMessage({ type: MessageType.MsgHeartbeat, from: 2n, to: ID, term: 99, commit: 0 }));
+    loop.schedule();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(t.persists).toBe(persists);
+    expect(t.fatal).toHaveLength(1);
+    proposals.stop();
   });
 });
