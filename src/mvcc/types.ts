@@ -114,11 +114,30 @@ export function leaseFromColumn(v: number | string): LeaseId {
  * safe integer, from a caller that did not decode through the codecs, becomes the number).
  */
 export function leaseOf(n: number | bigint | null | undefined): LeaseId {
+  return exactInt64Of(n, 'a lease id');
+}
+
+/**
+ * A watch id (etcdserverpb.WatchCreateRequest/WatchCancelRequest/WatchResponse.watch_id, etcd's
+ * mvcc.WatchID): an int64, exact in the same one representation as LeaseId, so a client-chosen id
+ * above 2^53 keys the stream's watchers and comes back in its responses unchanged. 0 asks the
+ * stream to choose (etcd's AutoWatchID); -1 is the id of a refused create and of a progress response.
+ */
+export type WatchId = number | bigint;
+
+/** proto3 default for a watch id field, in WatchId's one representation (as leaseOf). */
+export function watchIdOf(n: number | bigint | null | undefined): WatchId {
+  return exactInt64Of(n, 'a watch id');
+}
+
+/** An int64 in ProtoReader.int64Exact's representation: the number while safe, the bigint beyond. */
+function exactInt64Of(n: number | bigint | null | undefined, what: string): number | bigint {
   if (n === undefined || n === null) return 0;
   if (typeof n === 'number') {
-    if (!Number.isSafeInteger(n)) throw new TypeError(`mvcc: a lease id must be a safe integer or a bigint, got ${n}`);
+    if (!Number.isSafeInteger(n)) throw new TypeError(`mvcc: ${what} must be a safe integer or a bigint, got ${n}`);
     return n;
   }
+  if (n < -(2n ** 63n) || n >= 2n ** 63n) throw new TypeError(`mvcc: ${what} must be an int64, got ${n}`);
   return n >= -9007199254740991n && n <= 9007199254740991n ? Number(n) : n;
 }
 

@@ -12,7 +12,7 @@
 
 import { ErrEmptyWatcherRange, ErrWatcherDuplicateID, invariant } from './errors.js';
 import { keyToString } from './tree_index.js';
-import { bytesOf, type Event, EventType, numOf, WatchFilterType } from './types.js';
+import { bytesOf, type Event, EventType, numOf, type WatchId, watchIdOf, WatchFilterType } from './types.js';
 import { FLAG_NODELETE, FLAG_NOPUT, FLAG_PREV_KV, FLAG_PROGRESS_NOTIFY, Watcher, type WatcherSink, type WatchResponse } from './watcher.js';
 
 /** etcdserverpb.WatchCreateRequest as the stream needs it. */
@@ -25,8 +25,8 @@ export interface WatchCreate {
   /** WatchFilterType values; others (a newer client's) are ignored, as etcd's filter switch does. */
   filters?: number[];
   progressNotify?: boolean;
-  /** Client-chosen id; 0/absent: the stream picks one. */
-  id?: number;
+  /** Client-chosen id (any int64, exact: see WatchId); 0/absent: the stream picks one. */
+  id?: WatchId;
 }
 
 /** What the stream needs from the watchable store. */
@@ -47,7 +47,7 @@ export type WatchHandler = (resp: WatchResponse) => boolean | void;
 export class WatchStream implements WatcherSink {
   /** Events queued to this stream's client so far (etcd_debugging_mvcc_events_total). */
   eventsSent = 0;
-  private readonly watchers = new Map<number, Watcher>();
+  private readonly watchers = new Map<WatchId, Watcher>();
   private readonly buffer: WatchResponse[] = [];
   private head = 0;
   private nextId = 0;
@@ -70,7 +70,7 @@ export class WatchStream implements WatcherSink {
   // ---- server side: watchers
 
   /** Creates a watcher and returns its id. Throws ErrEmptyWatcherRange / ErrWatcherDuplicateID. */
-  watch(req: WatchCreate): number {
+  watch(req: WatchCreate): WatchId {
     invariant(!this.closed, 'watch on a closed stream');
     let key = bytesOf(req.key);
     // etcd v3rpc: an empty key means "\0", the smallest key; rangeEnd "\0" means every key ≥ key.
@@ -81,7 +81,8 @@ export class WatchStream implements WatcherSink {
     if (endBytes.length === 1 && endBytes[0] === 0) end = '';
     else if (endBytes.length > 0) end = keyToString(endBytes);
     if (end !== undefined && end !== '' && start >= end) throw new ErrEmptyWatcherRange();
-    let id = numOf(req.id);
+    // One representation per value (a number while safe), so the Map finds an id however it came.
+    let id = watchIdOf(req.id);
     if (id === 0) {
       while (this.watchers.has(this.nextId)) this.nextId++;
       id = this.nextId++;
@@ -102,10 +103,10 @@ export class WatchStream implements WatcherSink {
   }
 
   /** Cancels a watcher; false if the id is unknown. Its queued responses are dropped. */
-  cancel(id: number): boolean {
-    const w = this.watchers.get(id);
+  cancel(id: WatchId): boolean {
+    const w = this.watchers.get(watchIdOf(id));
     if (w === undefined) return false;
-    this.watchers.delete(id);
+    this.watchers.delete(w.id);
     this.host.removeWatcher(w);
     return true;
   }
@@ -127,7 +128,7 @@ export class WatchStream implements WatcherSink {
     return this.watchers.values();
   }
 
-  watcherIds(): number[] {
+  watcherIds(): WatchId[] {
     return [...this.watchers.keys()];
   }
 

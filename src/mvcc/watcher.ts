@@ -3,11 +3,11 @@
  * must receive (minRev), its filters, and the stream it delivers to.
  */
 
-import type { Event } from './types.js';
+import type { Event, WatchId } from './types.js';
 
 /** What a stream hands to the server for one watcher (etcd mvcc.WatchResponse). */
 export interface WatchResponse {
-  watchId: number;
+  watchId: WatchId;
   events: Event[];
   /** The store revision this response is current to. */
   revision: number;
@@ -44,7 +44,7 @@ export class Watcher {
   sentSinceTick = false;
 
   constructor(
-    readonly id: number,
+    readonly id: WatchId,
     /** latin1 key (see tree_index.ts). */
     readonly key: string,
     /** undefined: single key; '': every key ≥ key; else exclusive end. */

@@ -107,7 +107,7 @@ const ID64_SCALARS: Record<string, ScalarSpec> = {
   int64: { wireType: 0, read: "int64Big", write: "int64Big", defaultValue: "0n", packable: true },
   uint64: { wireType: 0, read: "uint64Big", write: "uint64Big", defaultValue: "0n", packable: true },
 };
-/** Lease id fields (id_fields.ts EXACT_INT64): a number while exact, a bigint beyond; 0 is the number 0. */
+/** Lease and watch id fields (id_fields.ts EXACT_INT64): a number while exact, a bigint beyond; 0 is the number 0. */
 const EXACT_INT64_SPEC: ScalarSpec = { wireType: 0, read: "int64Exact", write: "int64Exact", defaultValue: "0", packable: true };
 const ENUM_SPEC: ScalarSpec = { wireType: 0, read: "int32", write: "int32", defaultValue: "0", packable: true };
 
@@ -148,7 +148,7 @@ class TypeCompiler {
       return id;
     }
     if (f.parent instanceof protobuf.Type && isExactInt64Field(f.parent.fullName.slice(1), f.id)) {
-      if (f.type !== "int64") throw new Error(`${f.fullName}: a lease id field must be int64, not ${f.type}`);
+      if (f.type !== "int64") throw new Error(`${f.fullName}: a lease or watch id field must be int64, not ${f.type}`);
       return EXACT_INT64_SPEC;
     }
     return SCALARS[f.type];

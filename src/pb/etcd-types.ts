@@ -408,7 +408,7 @@ export interface WatchCreateRequest {
   progress_notify: boolean;
   filters: number[];
   prev_kv: boolean;
-  watch_id: number;
+  watch_id: number | bigint;
   fragment: boolean;
 }
 
@@ -420,18 +420,18 @@ export interface WatchCreateRequestInit {
   progress_notify?: boolean;
   filters?: number[];
   prev_kv?: boolean;
-  watch_id?: number;
+  watch_id?: number | bigint;
   fragment?: boolean;
 }
 
 /** etcdserverpb.WatchCancelRequest, as decoded. */
 export interface WatchCancelRequest {
-  watch_id: number;
+  watch_id: number | bigint;
 }
 
 /** etcdserverpb.WatchCancelRequest, as given to the encoder. */
 export interface WatchCancelRequestInit {
-  watch_id?: number;
+  watch_id?: number | bigint;
 }
 
 /** etcdserverpb.WatchProgressRequest, as decoded. */
@@ -447,7 +447,7 @@ export interface WatchProgressRequestInit {
 /** etcdserverpb.WatchResponse, as decoded. */
 export interface WatchResponse {
   header: ResponseHeader | undefined;
-  watch_id: number;
+  watch_id: number | bigint;
   created: boolean;
   canceled: boolean;
   compact_revision: number;
@@ -459,7 +459,7 @@ export interface WatchResponse {
 /** etcdserverpb.WatchResponse, as given to the encoder. */
 export interface WatchResponseInit {
   header?: ResponseHeaderInit | null;
-  watch_id?: number;
+  watch_id?: number | bigint;
   created?: boolean;
   canceled?: boolean;
   compact_revision?: number;

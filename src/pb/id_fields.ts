@@ -25,11 +25,13 @@ const ID64: ReadonlyMap<string, readonly number[]> = new Map([
 ]);
 
 /**
- * The int64 lease id fields, decoded exactly in ProtoReader.int64Exact's representation: a number
- * while the id is a safe integer, a bigint beyond (`number | bigint` in the generated types).
- * Unlike member ids, a lease id rides on hot paths (every Put, every KeyValue of a range or watch
- * response) and the ids clients choose are small, so the common case stays a number; etcd's
- * server-chosen ids (idutil: member bits << 48 | clock << 8 | counter) need the bigint.
+ * The int64 lease and watch id fields, decoded exactly in ProtoReader.int64Exact's representation:
+ * a number while the id is a safe integer, a bigint beyond (`number | bigint` in the generated
+ * types). Unlike member ids, a lease id rides on hot paths (every Put, every KeyValue of a range or
+ * watch response) and the ids clients choose are small, so the common case stays a number; etcd's
+ * server-chosen lease ids (idutil: member bits << 48 | clock << 8 | counter) need the bigint.
+ * Watch ids are the stream's (0, 1, 2, ...) unless the client chooses one (etcd 3.4's
+ * WatchCreateRequest.watch_id): any int64, answered back unchanged in every response of the watcher.
  */
 const EXACT_INT64: ReadonlyMap<string, readonly number[]> = new Map([
   ["mvccpb.KeyValue", [6]], // lease
@@ -47,9 +49,12 @@ const EXACT_INT64: ReadonlyMap<string, readonly number[]> = new Map([
   ["v3lockpb.LockRequest", [2]], // lease
   ["v3electionpb.CampaignRequest", [2]], // lease
   ["v3electionpb.LeaderKey", [4]], // lease
+  ["etcdserverpb.WatchCreateRequest", [7]], // watch_id
+  ["etcdserverpb.WatchCancelRequest", [1]], // watch_id
+  ["etcdserverpb.WatchResponse", [2]], // watch_id
 ]);
 
-/** True if field number `fieldId` of message `typeName` is an int64 lease id (EXACT_INT64). */
+/** True if field number `fieldId` of message `typeName` is an int64 lease or watch id (EXACT_INT64). */
 export function isExactInt64Field(typeName: string, fieldId: number): boolean {
   return EXACT_INT64.get(typeName)?.includes(fieldId) ?? false;
 }

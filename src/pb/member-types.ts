@@ -416,7 +416,7 @@ export interface WatchCreateRequest {
   progressNotify: boolean;
   filters: number[];
   prevKv: boolean;
-  watchId: number;
+  watchId: number | bigint;
   fragment: boolean;
 }
 
@@ -428,18 +428,18 @@ export interface WatchCreateRequestInit {
   progressNotify?: boolean;
   filters?: number[];
   prevKv?: boolean;
-  watchId?: number;
+  watchId?: number | bigint;
   fragment?: boolean;
 }
 
 /** etcdserverpb.WatchCancelRequest, as decoded. */
 export interface WatchCancelRequest {
-  watchId: number;
+  watchId: number | bigint;
 }
 
 /** etcdserverpb.WatchCancelRequest, as given to the encoder. */
 export interface WatchCancelRequestInit {
-  watchId?: number;
+  watchId?: number | bigint;
 }
 
 /** etcdserverpb.WatchProgressRequest, as decoded. */
@@ -455,7 +455,7 @@ export interface WatchProgressRequestInit {
 /** etcdserverpb.WatchResponse, as decoded. */
 export interface WatchResponse {
   header: ResponseHeader | undefined;
-  watchId: number;
+  watchId: number | bigint;
   created: boolean;
   canceled: boolean;
   compactRevision: number;
@@ -467,7 +467,7 @@ export interface WatchResponse {
 /** etcdserverpb.WatchResponse, as given to the encoder. */
 export interface WatchResponseInit {
   header?: ResponseHeaderInit | null;
-  watchId?: number;
+  watchId?: number | bigint;
   created?: boolean;
   canceled?: boolean;
   compactRevision?: number;

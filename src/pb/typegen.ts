@@ -43,7 +43,7 @@ function scalarType(f: protobuf.Field, init: boolean, o: TypegenOptions): string
   if (NUMBER_TYPES.has(f.type)) {
     const parent = f.parent instanceof protobuf.Type ? f.parent.fullName.slice(1) : "";
     if (isId64Field(parent, f.id)) return "bigint";
-    // Lease ids: exact, a number while safe and a bigint beyond (ProtoReader.int64Exact).
+    // Lease and watch ids: exact, a number while safe and a bigint beyond (ProtoReader.int64Exact).
     if (isExactInt64Field(parent, f.id)) return "number | bigint";
     return "number";
   }

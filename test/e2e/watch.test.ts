@@ -5,171 +5,8 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { etcdServices } from "./grpc_client.js";
 import { Cluster, eventually } from "./harness.js";
-
-// ---------------------------------------------------------------- a minimal grpc-js client
-
-interface Header {
-  cluster_id: string;
-  member_id: string;
-  revision: string;
-  raft_term: string;
-}
-interface Kv {
-  key: Buffer;
-  value: Buffer;
-  create_revision: string;
-  mod_revision: string;
-  version: string;
-}
-interface Ev {
-  type: "PUT" | "DELETE";
-  kv: Kv;
-  prev_kv: Kv | null;
-}
-interface WatchResp {
-  header: Header;
-  watch_id: string;
-  created: boolean;
-  canceled: boolean;
-  compact_revision: string;
-  cancel_reason: string;
-  fragment: boolean;
-  events: Ev[];
-}
-type Unary = (req: object, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: never) => void) => void;
-
-const pkg = etcdServices();
-
-const CLIENT_OPTS = { "grpc.max_receive_message_length": 64 * 1024 * 1024 };
-
-function unary<T>(client: grpc.Client, method: string, req: object, md = new grpc.Metadata()): Promise<T> {
-  const fn = (client as unknown as Record<string, Unary>)[method]!.bind(client);
-  return new Promise((resolve, reject) =>
-    fn(req, md, { deadline: Date.now() + 10_000 }, (e, r) => (e ? reject(e) : resolve(r as T))),
-  );
-}
-
-class Kvc {
-  readonly c: grpc.Client;
-  constructor(endpoint: string) {
-    this.c = new pkg.etcdserverpb.KV!(endpoint, grpc.credentials.createInsecure(), CLIENT_OPTS);
-  }
-  async put(key: string, value: string | Buffer): Promise<number> {
-    const r = await unary<{ header: Header }>(this.c, "Put", { key: Buffer.from(key), value: Buffer.from(value) });
-    return Number(r.header.revision);
-  }
-  async del(key: string, prefix = false): Promise<number> {
-    const range_end = prefix ? prefixEnd(key) : Buffer.alloc(0);
-    const r = await unary<{ header: Header }>(this.c, "DeleteRange", { key: Buffer.from(key), range_end });
-    return Number(r.header.revision);
-  }
-  async header(): Promise<Header> {
-    return (await unary<{ header: Header }>(this.c, "Range", { key: Buffer.from("\0") })).header;
-  }
-  async compact(revision: number): Promise<void> {
-    await unary(this.c, "Compact", { revision, physical: true });
-  }
-}
-
-function prefixEnd(p: string): Buffer {
-  const b = Buffer.from(p);
-  b[b.length - 1]! += 1;
-  return b;
-}
-
-/** One Watch stream: requests out, every response queued in arrival order. */
-class WatchClient {
-  readonly client: grpc.Client;
-  readonly call: grpc.ClientDuplexStream<object, WatchResp>;
-  private readonly queue: WatchResp[] = [];
-  private wake: (() => void) | undefined;
-  /** The stream's final status (error) once it ended. */
-  ended: grpc.ServiceError | "ok" | undefined;
-
-  constructor(endpoint: string, md = new grpc.Metadata()) {
-    this.client = new pkg.etcdserverpb.Watch!(endpoint, grpc.credentials.createInsecure(), CLIENT_OPTS);
-    const fn = (this.client as unknown as Record<string, (md: grpc.Metadata) => grpc.ClientDuplexStream<object, WatchResp>>).Watch!;
-    this.call = fn.call(this.client, md);
-    this.call.on("data", (r: WatchResp) => {
-      this.queue.push(r);
-      this.wake?.();
-    });
-    this.call.on("error", (e: grpc.ServiceError) => {
-      this.ended = e;
-      this.wake?.();
-    });
-    this.call.on("end", () => {
-      this.ended ??= "ok";
-      this.wake?.();
-    });
-  }
-
-  create(req: Record<string, unknown>): void {
-    const r: Record<string, unknown> = { ...req };
-    if (typeof r.key === "string") r.key = Buffer.from(r.key);
-    if (typeof r.range_end === "string") r.range_end = Buffer.from(r.range_end);
-    this.call.write({ create_request: r });
-  }
-  cancel(watchId: number | string): void {
-    this.call.write({ cancel_request: { watch_id: watchId } });
-  }
-  progress(): void {
-    this.call.write({ progress_request: {} });
-  }
-
-  /** The next response (in arrival order). */
-  async next(timeoutMs = 10_000): Promise<WatchResp> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.queue.length === 0) {
-      if (this.ended !== undefined) throw new Error(`watch stream ended: ${this.ended === "ok" ? "OK" : this.ended.message}`);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error("no watch response in time");
-      await new Promise<void>((r) => {
-        const t = setTimeout(r, left);
-        this.wake = () => {
-          clearTimeout(t);
-          r();
-        };
-      });
-      this.wake = undefined;
-    }
-    return this.queue.shift()!;
-  }
-
-  /** Creates a watcher and returns its created response. */
-  async watch(req: Record<string, unknown>): Promise<WatchResp> {
-    this.create(req);
-    const r = await this.next();
-    expect(r.created).toBe(true);
-    return r;
-  }
-
-  /** Responses until they carry at least `n` events in total for `watchId` (events flattened). */
-  async events(watchId: string, n: number, timeoutMs = 15_000): Promise<Ev[]> {
-    return (await this.eventResponses(watchId, n, timeoutMs)).flatMap((r) => r.events);
-  }
-
-  async eventResponses(watchId: string, n: number, timeoutMs = 15_000): Promise<WatchResp[]> {
-    const out: WatchResp[] = [];
-    let count = 0;
-    while (count < n) {
-      const r = await this.next(timeoutMs);
-      expect(r.watch_id).toBe(watchId);
-      out.push(r);
-      count += r.events.length;
-    }
-    return out;
-  }
-
-  close(): void {
-    this.call.cancel();
-    this.client.close();
-  }
-}
-
-const s = (b: Buffer | undefined | null) => (b ?? Buffer.alloc(0)).toString();
+import { endWatchSuite, Kvc, pkg, prefixEnd, s, unary, WATCH_SUITE_FLAGS, WatchClient, type Header, type WatchResp } from "./watch_client.js";
 
 // ---------------------------------------------------------------- the suite
 
@@ -189,19 +26,13 @@ beforeAll(async () => {
     extraArgs: [
       "--heartbeat-interval=50",
       "--election-timeout=500",
-      // Small enough that a delete of a few large keys with prev_kv fragments (limit + 512 KiB overhead).
-      "--max-request-bytes=200000",
-      "--experimental-watch-progress-notify-interval=500ms",
+      ...WATCH_SUITE_FLAGS,
     ],
   });
   await cluster.start();
   kv = new Kvc(cluster.members[0]!.endpoint);
 });
-afterAll(async () => {
-  for (const w of open) w.close();
-  kv?.c.close();
-  await cluster?.destroy();
-});
+afterAll(() => endWatchSuite(open, kv, cluster));
 
 describe("watch", () => {
   it("create answers created with an id and the current revision; events follow; cancel stops them", async () => {

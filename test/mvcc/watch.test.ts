@@ -2,7 +2,8 @@
 import fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { KvStore } from '../../src/mvcc/kvstore.js';
-import { EventType, WatchFilterType } from '../../src/mvcc/types.js';
+import { EventType, type WatchId, WatchFilterType } from '../../src/mvcc/types.js';
+import { ErrWatcherDuplicateID } from '../../src/mvcc/errors.js';
 import { WatchableStore } from '../../src/mvcc/watchable_store.js';
 import type { WatchResponse } from '../../src/mvcc/watcher.js';
 import type { WatchStream } from '../../src/mvcc/watch_stream.js';
@@ -63,7 +64,7 @@ describe('watchable store', () => {
     const { kv, ws } = setup({ syncRowsMax: 7, batchMaxRevs: 3 });
     const keys = ['a', 'b', 'c', 'd', 'e', 'f'];
     const pick = (): string => keys[Math.floor(rand() * keys.length)]!;
-    const specs: { stream: WatchStream; id: number; key: string; end?: string; start: number; got: WatchResponse[] }[] = [];
+    const specs: { stream: WatchStream; id: WatchId; key: string; end?: string; start: number; got: WatchResponse[] }[] = [];
     let index = 0;
     const write = (): void => {
       const r = rand();
@@ -156,6 +157,29 @@ describe('watchable store', () => {
     expect(rs.filter((r) => r.watchId === noDel).flatMap((r) => r.events.map((e) => s(e.kv.key)))).toEqual(['k', 'm']);
   });
 
+
+  it('client-chosen ids are exact int64s: above 2^53, the largest and negative ones key their watchers, duplicates are refused', async () => {
+    const { kv, ws } = setup();
+    const st = ws.watchStream();
+    const above = 2n ** 53n + 1n;
+    const max = 2n ** 63n - 1n;
+    expect(st.watch({ key: b('a'), id: above })).toBe(above);
+    // 2^53 is the double 2^53+1 would round to: another watcher, not a duplicate.
+    expect(st.watch({ key: b('a'), id: 2n ** 53n })).toBe(2n ** 53n);
+    expect(st.watch({ key: b('a'), id: max })).toBe(max);
+    expect(st.watch({ key: b('a'), id: -(2n ** 63n) })).toBe(-(2n ** 63n));
+    // A safe value given as a bigint is the number (one representation): 7n and 7 are the same id.
+    expect(st.watch({ key: b('a'), id: 7n })).toBe(7);
+    expect(() => st.watch({ key: b('a'), id: 7 })).toThrow(ErrWatcherDuplicateID);
+    expect(() => st.watch({ key: b('a'), id: max })).toThrow(ErrWatcherDuplicateID);
+    expect(() => st.watch({ key: b('a'), id: 2n ** 63n })).toThrow(TypeError);
+    kv.put({ key: b('a'), value: b('1') });
+    const rs = await drainUntil(st, (r) => r.length >= 5);
+    expect(rs.map((r) => r.watchId).sort((x, y) => (x < y ? -1 : x > y ? 1 : 0))).toEqual([-(2n ** 63n), 7, 2n ** 53n, above, max]);
+    expect(st.cancel(above)).toBe(true);
+    expect(st.cancel(above)).toBe(false);
+    expect(st.watcherIds()).toEqual([2n ** 53n, max, -(2n ** 63n), 7]);
+  });
   it('a watcher starting below the compaction is canceled with compact_revision', async () => {
     const { kv, ws } = setup();
     for (let i = 0; i < 10; i++) kv.put({ key: b('k'), value: b(String(i)) });

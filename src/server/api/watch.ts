@@ -11,6 +11,7 @@ import { GRPC_OVERHEAD_BYTES, type BidiCall, type MemberHandlers, type MessageCo
 import type { EventInit, WatchCreateRequest, WatchRequest, WatchResponseInit } from "../../pb/member-types.js";
 import type { WatchStream } from "../../mvcc/watch_stream.js";
 import type { WatchResponse as MvccWatchResponse } from "../../mvcc/watcher.js";
+import type { WatchId } from "../../mvcc/types.js";
 import { NONE } from "../../raft/types.js";
 import type { Credentials, V3Server } from "../v3_server.js";
 import { Errors, toEtcdError } from "../errors.js";
@@ -147,7 +148,7 @@ export function fragmentResponse(wr: WatchResponseInit, maxBytes: number): Watch
 
 class ServerWatchStream implements LeaderBound {
   private readonly ws: WatchStream;
-  private readonly fragmented = new Set<number>();
+  private readonly fragmented = new Set<WatchId>();
   private readonly maxResponseBytes: number;
   private closed = false;
   private readonly closeListeners: Array<() => void> = [];
@@ -237,7 +238,7 @@ class ServerWatchStream implements LeaderBound {
 
   private create(creq: WatchCreateRequest): void {
     const rev = this.s.currentRevision();
-    let id: number;
+    let id: WatchId;
     try {
       id = this.ws.watch({
         key: creq.key,
@@ -257,7 +258,7 @@ class ServerWatchStream implements LeaderBound {
     this.control({ header: header(this.s, rev), watchId: id, created: true });
   }
 
-  private cancel(id: number): void {
+  private cancel(id: WatchId): void {
     // An unknown id gets no answer (etcd ignores the mvcc error).
     if (!this.ws.cancel(id)) return;
     this.fragmented.delete(id);
