@@ -94,15 +94,18 @@ export function grpcMetrics(registry: Registry, o: GrpcMetricsOptions): CallObse
   const clientRequestsPending = new Map<string, Pending<"type" | "client_api_version">>();
   const bytes = { received: 0, sent: 0 };
   const methods = () => byPath.values();
-  const started = new Counter({
-    name: "grpc_server_started_total",
-    help: "Total number of RPCs started on the server.",
-    labelNames: methodLabels,
-    registers,
-    collect() {
-      flushInto(this, Array.from(methods(), (m) => m.started));
-    },
-  });
+  /** A per-method counter whose pending counts (one of each method's series) are handed over at collect. */
+  const methodCounter = (name: string, help: string, pick: (m: MethodSeries) => Pending<MethodLabel>) =>
+    new Counter({
+      name,
+      help,
+      labelNames: methodLabels,
+      registers,
+      collect() {
+        flushInto(this, Array.from(methods(), pick));
+      },
+    });
+  const started = methodCounter("grpc_server_started_total", "Total number of RPCs started on the server.", (m) => m.started);
   const handled = new Counter({
     name: "grpc_server_handled_total",
     help: "Total number of RPCs completed on the server, regardless of success or failure.",
@@ -112,24 +115,8 @@ export function grpcMetrics(registry: Registry, o: GrpcMetricsOptions): CallObse
       for (const m of methods()) flushInto(this, m.handled);
     },
   });
-  const received = new Counter({
-    name: "grpc_server_msg_received_total",
-    help: "Total number of RPC stream messages received on the server.",
-    labelNames: methodLabels,
-    registers,
-    collect() {
-      flushInto(this, Array.from(methods(), (m) => m.received));
-    },
-  });
-  const sent = new Counter({
-    name: "grpc_server_msg_sent_total",
-    help: "Total number of gRPC stream messages sent by the server.",
-    labelNames: methodLabels,
-    registers,
-    collect() {
-      flushInto(this, Array.from(methods(), (m) => m.sent));
-    },
-  });
+  const received = methodCounter("grpc_server_msg_received_total", "Total number of RPC stream messages received on the server.", (m) => m.received);
+  const sent = methodCounter("grpc_server_msg_sent_total", "Total number of gRPC stream messages sent by the server.", (m) => m.sent);
   const handling =
     o.level === "extensive"
       ? new Histogram({
@@ -140,24 +127,19 @@ export function grpcMetrics(registry: Registry, o: GrpcMetricsOptions): CallObse
           registers,
         })
       : undefined;
-  new Counter({
-    name: "etcd_network_client_grpc_received_bytes_total",
-    help: "The total number of bytes received from grpc clients.",
-    registers,
-    collect() {
-      this.inc(bytes.received);
-      bytes.received = 0;
-    },
-  });
-  new Counter({
-    name: "etcd_network_client_grpc_sent_bytes_total",
-    help: "The total number of bytes sent to grpc clients.",
-    registers,
-    collect() {
-      this.inc(bytes.sent);
-      bytes.sent = 0;
-    },
-  });
+  /** A byte counter of one direction, handed its pending total at collect. */
+  const bytesCounter = (name: string, help: string, side: keyof typeof bytes) =>
+    new Counter({
+      name,
+      help,
+      registers,
+      collect() {
+        this.inc(bytes[side]);
+        bytes[side] = 0;
+      },
+    });
+  bytesCounter("etcd_network_client_grpc_received_bytes_total", "The total number of bytes received from grpc clients.", "received");
+  bytesCounter("etcd_network_client_grpc_sent_bytes_total", "The total number of bytes sent to grpc clients.", "sent");
   new Counter({
     name: "etcd_server_client_requests_total",
     help: "The total number of client requests per client version.",
