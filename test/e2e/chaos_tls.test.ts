@@ -22,7 +22,9 @@
  * etcetera keeps its power cut here.
  */
 import { describe, expect, it } from "vitest";
-import { TARGET_ETCD } from "./harness.js";
+import { eventually, TARGET_ETCD } from "./harness.js";
+import { ChaosCluster } from "../reliability/chaos_cluster.js";
+import { BLACKHOLE, UNKNOWN_SOURCE } from "../reliability/proxy.js";
 import { formatReport, runChaos } from "../reliability/chaos_runner.js";
 import { FAULT_KINDS } from "../reliability/faults.js";
 import { testSeed } from "../seed.js";
@@ -62,5 +64,36 @@ describe("chaos with TLS on both ports", () => {
     expect(report.watch.laggingWatchers).toEqual([]);
     expect(report.lostWrites, report.lostExamples.join("\n")).toBe(0);
     expect(report.passed).toBe(true);
+  });
+
+  it("a partition through the TLS proxies bites: the isolated leader is replaced, and rejoins once healed", { timeout: 120_000 }, async () => {
+    const cluster = await ChaosCluster.create({ size: 3, heartbeatMs: 100, electionMs: 1_000, tls: true });
+    try {
+      await cluster.start();
+      const leader = await eventually(() => cluster.leader(), 30_000, "a leader over TLS");
+      const others = cluster.members.filter((m) => m !== leader);
+      // The proxies named both other members from their decrypted first bytes.
+      await eventually(async () => (others.every((o) => leader.proxy.sources().includes(o.name)) ? true : undefined), 20_000, `${leader.name}'s proxy naming ${others.map((o) => o.name).join(",")}`);
+      for (const o of others) {
+        leader.proxy.setMode(BLACKHOLE, o.name);
+        o.proxy.setMode(BLACKHOLE, leader.name);
+      }
+      for (const m of cluster.members) m.proxy.setMode(BLACKHOLE, UNKNOWN_SOURCE);
+      const replaced = await eventually(
+        async () => {
+          const seen = await Promise.all(others.map((o) => o.conn.status(1_000)));
+          const ids = new Set(seen.map((s) => BigInt(s.leader).toString(16)));
+          return ids.size === 1 && !ids.has(leader.id) && !ids.has("0") ? [...ids][0] : undefined;
+        },
+        30_000,
+        `a new leader among ${others.map((o) => o.name).join(",")} while ${leader.name} is cut off`,
+      );
+      expect(replaced).not.toBe(leader.id);
+      expect(leader.proxy.stats.bytesDropped).toBeGreaterThan(0);
+      for (const m of cluster.members) m.proxy.heal();
+      await eventually(async () => (BigInt((await leader.conn.status(1_000)).leader).toString(16) === replaced ? true : undefined), 30_000, `${leader.name} following ${replaced} after healing`);
+    } finally {
+      await cluster.destroy();
+    }
   });
 });
