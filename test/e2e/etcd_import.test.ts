@@ -55,8 +55,7 @@ async function member(name: string, target: "etcd" | "etcetera"): Promise<Member
 
 /** The same member's flags on another process (the target on the source's data dir). */
 function onSameDir(source: Member, target: "etcd" | "etcetera"): Member {
-  const args = (source as unknown as { args: string[] }).args;
-  const m = new Member(source.spec, args, {}, target);
+  const m = new Member(source.spec, source.args, {}, target);
   running.push(m);
   return m;
 }
@@ -267,7 +266,7 @@ describe(`etcd's data dir as input (${TARGET} on real etcd's files)`, () => {
       const initialCluster = source.members.map((m) => `${m.spec.name}=http://127.0.0.1:${m.spec.peerPort}`).join(",");
       const back = source.members.map((m) => {
         const restoredDir = `${m.spec.dataDir}.back`;
-        const args = (m as unknown as { args: string[] }).args.map((a) => (a.startsWith("--data-dir=") ? `--data-dir=${restoredDir}` : a));
+        const args = m.args.map((a) => (a.startsWith("--data-dir=") ? `--data-dir=${restoredDir}` : a));
         const e = new Member({ ...m.spec, dataDir: restoredDir }, args, {}, "etcd");
         running.push(e);
         return e;

@@ -37,7 +37,8 @@ export class Member {
 
   constructor(
     readonly spec: MemberSpec,
-    private readonly args: string[],
+    /** The server's flags (a test starting the same member on another process or data dir reuses them). */
+    readonly args: readonly string[],
     /** Environment of every start of this member (a restart too), under `start`'s extraEnv. */
     private readonly env: Record<string, string> = {},
     readonly target: Target = TARGET_ETCD ? "etcd" : "etcetera",
