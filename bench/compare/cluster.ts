@@ -43,6 +43,10 @@ export interface ClusterOptions {
   extraArgs?: string[];
   /** Node flags for etcetera members (e.g. --cpu-prof). */
   nodeArgs?: string[];
+  /** Another build's dist/server.js (an A/B comparison of two builds: cpu_per_put.ts). */
+  serverJs?: string;
+  /** Extra environment for every member (e.g. an ETCETERA_* knob to compare). */
+  env?: Record<string, string>;
 }
 
 const LOG_KEEP_CHARS = 200_000;
@@ -54,10 +58,13 @@ export class BenchCluster {
     readonly members: MemberProc[],
     private readonly argv: string[][],
     private readonly nodeArgs: string[],
+    private readonly serverJs: string,
+    private readonly env: Record<string, string>,
   ) {}
 
   static async create(opts: ClusterOptions): Promise<BenchCluster> {
-    if (opts.target === "etcetera" && !existsSync(SERVER_JS)) throw new Error(`${SERVER_JS} missing: run 'npm run build' first`);
+    const serverJs = opts.serverJs ?? SERVER_JS;
+    if (opts.target === "etcetera" && !existsSync(serverJs)) throw new Error(`${serverJs} missing: run 'npm run build' first`);
     if (opts.target === "etcd" && !existsSync(ETCD_BIN)) throw new Error(`${ETCD_BIN} missing: apt-get install etcd-server`);
     const dir = mkdtempSync(join(tmpdir(), `etcetera-bench-${opts.target}-`));
     const specs: Array<{ name: string; client: number; peer: number }> = [];
@@ -83,7 +90,7 @@ export class BenchCluster {
       proc: undefined,
       log: "",
     }));
-    return new BenchCluster(opts.target, dir, members, argv, opts.nodeArgs ?? []);
+    return new BenchCluster(opts.target, dir, members, argv, opts.nodeArgs ?? [], serverJs, opts.env ?? {});
   }
 
   get endpoints(): string[] {
@@ -113,8 +120,8 @@ export class BenchCluster {
     const m = this.members[i] as MemberProc;
     if (m.proc !== undefined) throw new Error(`${this.target} ${m.name} is running`);
     const args = this.argv[i] as string[];
-    const [cmd, full] = this.target === "etcd" ? [ETCD_BIN, args] : [process.execPath, [...this.nodeArgs, SERVER_JS, ...args]];
-    const proc = spawn(cmd, full, { stdio: ["ignore", "pipe", "pipe"] });
+    const [cmd, full] = this.target === "etcd" ? [ETCD_BIN, args] : [process.execPath, [...this.nodeArgs, this.serverJs, ...args]];
+    const proc = spawn(cmd, full, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...this.env } });
     m.proc = proc;
     const append = (b: Buffer) => {
       m.log += b.toString();

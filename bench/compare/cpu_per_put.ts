@@ -1,0 +1,103 @@
+/**
+ * Leader CPU per put, A against B: two builds of etcetera (each a dist/server.js), each round a
+ * fresh 3-member cluster of one build, loaded by etcd's benchmark tool to the leader (warm-up,
+ * then a fixed number of puts), the leader's utime + stime read from /proc around the measured
+ * puts, for the process and its main thread. Rounds alternate A, B, A, B, ... so that both builds
+ * see the same minute of a shared machine; the report gives each build's median and range.
+ *
+ *   npx tsx bench/compare/cpu_per_put.ts --a=/tmp/base/dist/server.js [--b=dist/server.js]
+ *        [--a-node-args=F1,F2] [--b-node-args=...] [--a-env=K=V,...] [--b-env=...] [--rounds=3] [--total=20000] [--warmup=6000]
+ *        [--conns=100] [--clients=1000]
+ *
+ * CPU time per request is far less sensitive to a busy machine than requests/s, but not immune
+ * (cache misses, frequency, the kernel's share of loopback traffic): compare A/B from one run,
+ * never figures from different runs. No profiler runs (it costs the leader ~10%).
+ */
+import { resolve } from "node:path";
+import { BenchCluster, SERVER_JS } from "./cluster.js";
+import { runEtcdBenchmark } from "./etcd-tool.js";
+import { cpuBetween, sampleProcess } from "./proc-cpu.js";
+import { hasLeader, leaderIndex } from "./ready.js";
+
+interface RoundResult {
+  processUs: number;
+  mainUs: number;
+  followerMainUs: number;
+  /** The leader's peak RSS (VmHWM), MB: what a GC knob trades CPU against. */
+  leaderPeakRssMb: number;
+}
+
+async function round(serverJs: string, nodeArgs: string[], env: Record<string, string>, opt: (n: string, d: string) => string): Promise<RoundResult> {
+  const total = Number(opt("total", "20000"));
+  const put = ["put", "--key-size=8", "--val-size=256", "--sequential-keys", `--key-space-size=${total}`];
+  const load = (n: number) => ["--target-leader", `--conns=${opt("conns", "100")}`, `--clients=${opt("clients", "1000")}`, ...put, `--total=${n}`];
+  const cluster = await BenchCluster.create({ target: "etcetera", size: 3, serverJs, nodeArgs, env });
+  try {
+    await cluster.start(60_000, hasLeader);
+    const leader = await leaderIndex(cluster.endpoints);
+    const warm = Number(opt("warmup", "6000"));
+    if (warm > 0) await runEtcdBenchmark(cluster.endpoints, load(warm), { timeoutMs: 300_000 });
+    const pids = cluster.pids();
+    const before = pids.map((pid) => sampleProcess(pid));
+    const r = await runEtcdBenchmark(cluster.endpoints, load(total), { timeoutMs: 600_000 });
+    const after = pids.map((pid) => sampleProcess(pid));
+    const peakRss = cluster.peakRss();
+    // A put that failed (a timeout on a loaded machine) still cost the leader its CPU: counted.
+    if (r.errorCount > 0) process.stdout.write(`(${r.errorCount} of ${r.count + r.errorCount} puts failed)\n`);
+    const cpu = pids.map((_, i) => {
+      const b = before[i];
+      const a = after[i];
+      if (b === undefined || a === undefined) throw new Error(`member ${i} exited during the run:\n${cluster.logs()}`);
+      return cpuBetween(b, a, r.count + r.errorCount);
+    });
+    const lead = cpu[leader]!;
+    const followers = cpu.filter((_, i) => i !== leader).map((c) => c.threads.find((t) => t.main)?.usPerRequest ?? 0);
+    return { processUs: lead.usPerRequest, mainUs: lead.threads.find((t) => t.main)?.usPerRequest ?? 0, followerMainUs: Math.max(...followers), leaderPeakRssMb: (peakRss[leader] ?? 0) / 1048576 };
+  } finally {
+    await cluster.destroy();
+  }
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+function describe(label: string, rs: RoundResult[]): string {
+  const f = (pick: (r: RoundResult) => number) => {
+    const xs = rs.map(pick);
+    return `${median(xs).toFixed(1)} (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)})`;
+  };
+  return `${label}: leader process ${f((r) => r.processUs)} µs/put, main thread ${f((r) => r.mainUs)}, busier follower main ${f((r) => r.followerMainUs)}, leader peak RSS ${f((r) => r.leaderPeakRssMb)} MB; rounds: ${rs.map((r) => `${r.processUs.toFixed(0)}/${r.mainUs.toFixed(0)}`).join(" ")}`;
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  const opt = (name: string, dflt: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? dflt;
+  const a = resolve(opt("a", SERVER_JS));
+  const b = resolve(opt("b", SERVER_JS));
+  // Node flags per build (comma-separated), e.g. --b-node-args=--max-semi-space-size=64 to try a V8 knob.
+  const nodeArgs = { a: opt("a-node-args", "").split(",").filter((x) => x !== ""), b: opt("b-node-args", "").split(",").filter((x) => x !== "") };
+  // Environment per build (comma-separated K=V), e.g. --b-env=ETCETERA_HEAP_GROWING_PERCENT=0.
+  const envOf = (k: string) => Object.fromEntries(opt(k, "").split(",").filter((x) => x.includes("=")).map((x) => [x.slice(0, x.indexOf("=")), x.slice(x.indexOf("=") + 1)]));
+  const env = { a: envOf("a-env"), b: envOf("b-env") };
+  const rounds = Number(opt("rounds", "3"));
+  const results: { a: RoundResult[]; b: RoundResult[] } = { a: [], b: [] };
+  for (let i = 0; i < rounds; i++) {
+    for (const [k, js] of [["a", a], ["b", b]] as const) {
+      const r = await round(js, nodeArgs[k], env[k], opt);
+      results[k].push(r);
+      process.stdout.write(`round ${i + 1} ${k}: leader ${r.processUs.toFixed(1)} µs/put (main ${r.mainUs.toFixed(1)}), follower main ${r.followerMainUs.toFixed(1)}, leader peak RSS ${r.leaderPeakRssMb.toFixed(0)} MB\n`);
+    }
+  }
+  process.stdout.write(`${describe(`A ${a}`, results.a)}\n${describe(`B ${b}`, results.b)}\n`);
+}
+
+main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    process.stderr.write(`cpu_per_put: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    process.exit(1);
+  },
+);
