@@ -769,7 +769,7 @@ export class Raft {
   }
 
   private leaderPropose(m: Message): void {
-    assert(m.entries.length > 0, `${hex(this.id)} stepped empty MsgProp`);
+    assert(m.entries.length > 0, () => `${hex(this.id)} stepped empty MsgProp`);
     if (!this.prs.progress.has(this.id)) throw new ProposalDroppedError("not a member");
     if (this.leadTransferee !== NONE) throw new ProposalDroppedError("transfer in progress");
     const ents = m.entries.map((e) => ({ ...e }));

@@ -51,7 +51,12 @@ export class SnapshotCorruptionError extends Error {
   }
 }
 
-/** Thrown for a violated invariant: a bug in the caller or in this module, never a disk fault. */
-export function assert(condition: boolean, message: string): asserts condition {
-  if (!condition) throw new Error(`wal: assertion failed: ${message}`);
+/**
+ * Thrown for a violated invariant: a bug in the caller or in this module, never a disk fault.
+ * A message that formats values is given as a function on per-entry paths: a template literal is
+ * built before the call even when the condition holds (a number's decimal string and a
+ * concatenation, ~0.3 µs), and the write path checks several invariants per entry on every member.
+ */
+export function assert(condition: boolean, message: string | (() => string)): asserts condition {
+  if (!condition) throw new Error(`wal: assertion failed: ${typeof message === "string" ? message : message()}`);
 }

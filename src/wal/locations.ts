@@ -46,7 +46,7 @@ export class EntryLocations {
       this.count = 0;
       this.first = index;
     } else {
-      assert(index >= this.first, `location for entry ${index} below the first indexed entry ${this.first}`);
+      assert(index >= this.first, () => `location for entry ${index} below the first indexed entry ${this.first}`);
       this.count = index - this.first;
     }
     this.ensureCapacity();

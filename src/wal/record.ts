@@ -55,14 +55,14 @@ export interface WalMetadata {
 const TWO_32 = 0x1_0000_0000;
 
 export function writeU64(buf: Buffer, off: number, n: number): void {
-  assert(Number.isSafeInteger(n) && n >= 0, `u64 value must be a non-negative safe integer, got ${n}`);
+  assert(Number.isSafeInteger(n) && n >= 0, () => `u64 value must be a non-negative safe integer, got ${n}`);
   buf.writeUInt32LE(n % TWO_32, off);
   buf.writeUInt32LE(Math.floor(n / TWO_32), off + 4);
 }
 
 /** A uint64 id (member, cluster, raft node ids: all 64 bits are significant). */
 export function writeU64Id(buf: Buffer, off: number, id: NodeId): void {
-  assert(typeof id === "bigint" && id >= 0n && id < 2n ** 64n, `u64 id out of range: ${String(id)}`);
+  assert(typeof id === "bigint" && id >= 0n && id < 2n ** 64n, () => `u64 id out of range: ${String(id)}`);
   buf.writeBigUInt64LE(id, off);
 }
 
@@ -83,7 +83,7 @@ export function isKnownRecordType(t: number): t is RecordType {
  * Returns the new chain value (this record's recordCrc).
  */
 export function sealRecord(buf: Buffer, off: number, type: RecordType, payloadLength: number, chainCrc: number): number {
-  assert(payloadLength <= RECORD_PAYLOAD_BYTES_MAX, `record payload of ${payloadLength} bytes is too large`);
+  assert(payloadLength <= RECORD_PAYLOAD_BYTES_MAX, () => `record payload of ${payloadLength} bytes is too large`);
   buf.writeUInt32LE(payloadLength, off);
   buf.writeUInt8(type, off + 4);
   buf.writeUInt8(0, off + 5);

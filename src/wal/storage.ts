@@ -149,7 +149,7 @@ export class WalStorage implements Storage {
     if (i === this.offset) return this.offsetTerm;
     if (i >= this.tailStart) return this.tail[i - this.tailStart]!.term;
     const t = this.wal.entryTerm(i);
-    assert(t !== undefined, `entry ${i} is neither in memory nor in the WAL`);
+    assert(t !== undefined, () => `entry ${i} is neither in memory nor in the WAL`);
     return t;
   }
 

@@ -378,7 +378,7 @@ export class WAL {
     let i = lo;
     while (i < hi) {
       const first = this.locations.get(i);
-      assert(first !== undefined, `entry ${i} is not in the WAL`);
+      assert(first !== undefined, () => `entry ${i} is not in the WAL`);
       // Coalesce a run of adjacent records of one segment into one positioned read.
       let count = 1;
       let spanBytes = first.totalBytes;
@@ -414,23 +414,23 @@ export class WAL {
   private validateEntries(entries: Entry[]): number {
     if (entries.length === 0) return this.acceptedLastIndex;
     const first = entries[0]!;
-    assert(Number.isSafeInteger(first.index) && first.index >= 1, `entry index ${first.index} is not a positive safe integer`);
-    assert(first.index <= this.acceptedLastIndex + 1, `missing log entries: appending ${first.index} after last index ${this.acceptedLastIndex}`);
-    assert(first.index > this.acceptedHardState.commit, `entry ${first.index} would overwrite committed index ${this.acceptedHardState.commit}`);
+    assert(Number.isSafeInteger(first.index) && first.index >= 1, () => `entry index ${first.index} is not a positive safe integer`);
+    assert(first.index <= this.acceptedLastIndex + 1, () => `missing log entries: appending ${first.index} after last index ${this.acceptedLastIndex}`);
+    assert(first.index > this.acceptedHardState.commit, () => `entry ${first.index} would overwrite committed index ${this.acceptedHardState.commit}`);
     for (let k = 0; k < entries.length; k++) {
       const e = entries[k]!;
-      assert(e.index === first.index + k, `entries are not contiguous at ${e.index}`);
-      assert(Number.isSafeInteger(e.term) && e.term >= 0 && (k === 0 || e.term >= entries[k - 1]!.term), `entry ${e.index} has term ${e.term} below its predecessor`);
-      assert(e.data.byteLength + ENTRY_PAYLOAD_OVERHEAD_BYTES <= RECORD_PAYLOAD_BYTES_MAX, `entry ${e.index} of ${e.data.byteLength} bytes is too large`);
+      assert(e.index === first.index + k, () => `entries are not contiguous at ${e.index}`);
+      assert(Number.isSafeInteger(e.term) && e.term >= 0 && (k === 0 || e.term >= entries[k - 1]!.term), () => `entry ${e.index} has term ${e.term} below its predecessor`);
+      assert(e.data.byteLength + ENTRY_PAYLOAD_OVERHEAD_BYTES <= RECORD_PAYLOAD_BYTES_MAX, () => `entry ${e.index} of ${e.data.byteLength} bytes is too large`);
     }
     return entries[entries.length - 1]!.index;
   }
 
   private validateHardState(hs: HardState, lastIndex: number): void {
     const prev = this.acceptedHardState;
-    assert(hs.term >= prev.term, `hard state term went back from ${prev.term} to ${hs.term}`);
-    assert(hs.commit >= prev.commit, `hard state commit went back from ${prev.commit} to ${hs.commit}`);
-    assert(hs.commit <= lastIndex, `hard state commit ${hs.commit} is beyond the last index ${lastIndex}`);
+    assert(hs.term >= prev.term, () => `hard state term went back from ${prev.term} to ${hs.term}`);
+    assert(hs.commit >= prev.commit, () => `hard state commit went back from ${prev.commit} to ${hs.commit}`);
+    assert(hs.commit <= lastIndex, () => `hard state commit ${hs.commit} is beyond the last index ${lastIndex}`);
   }
 
   private enqueue(w: Omit<PendingWrite, "resolve" | "reject">, onAccepted: () => void): Promise<void> {
@@ -638,7 +638,7 @@ export class WAL {
 
   private segmentBySeq(seq: number): SegmentFile {
     const s = this.segments[seq - this.segments[0]!.seq];
-    assert(s !== undefined && s.seq === seq, `segment ${seq} is not open`);
+    assert(s !== undefined && s.seq === seq, () => `segment ${seq} is not open`);
     return s;
   }
 
