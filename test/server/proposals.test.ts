@@ -177,8 +177,9 @@ describe("proposals", () => {
       p.sweep();
       expect(p.size).toBe(0);
     }
-    const queued = (p as unknown as { deadlines: unknown[] }).deadlines.length;
-    expect(queued).toBeLessThanOrEqual(2048);
+    const queue = p as unknown as { deadlineIds: number[]; deadlineAtMs: number[] };
+    expect(queue.deadlineIds.length).toBeLessThanOrEqual(2048);
+    expect(queue.deadlineAtMs.length).toBe(queue.deadlineIds.length);
     expect(t.failed).toBe(5000);
   });
 
