@@ -8,6 +8,30 @@
 const TWO_32 = 4294967296;
 const TWO_63 = 2 ** 63;
 const UINT64_MAX = 2n ** 64n - 1n;
+
+/**
+ * The two uint64 bigints encoded last, with their 32-bit halves: every response's header carries
+ * the same cluster and member ids, and splitting a bigint costs four bigint operations (each a new
+ * bigint) per id per response (issue 18). Only in-range values are remembered.
+ */
+const recentUint64s: { a: bigint | undefined; aLo: number; aHi: number; b: bigint | undefined; bLo: number; bHi: number } = {
+  a: undefined,
+  aLo: 0,
+  aHi: 0,
+  b: undefined,
+  bLo: 0,
+  bHi: 0,
+};
+
+function rememberUint64(v: bigint, lo: number, hi: number): void {
+  const r = recentUint64s;
+  r.b = r.a;
+  r.bLo = r.aLo;
+  r.bHi = r.aHi;
+  r.a = v;
+  r.aLo = lo;
+  r.aHi = hi;
+}
 const INT64_MAX = 2n ** 63n - 1n;
 const INT64_MIN = -(2n ** 63n);
 
@@ -394,10 +418,21 @@ export class ProtoWriter {
 
   /** Varint of a uint64 given as a bigint; out-of-range values are refused, never wrapped. */
   uint64Big(v: bigint | number): void {
+    if (v === recentUint64s.a) {
+      this.varint64(recentUint64s.aLo, recentUint64s.aHi);
+      return;
+    }
+    if (v === recentUint64s.b) {
+      this.varint64(recentUint64s.bLo, recentUint64s.bHi);
+      return;
+    }
     // A number is taken if it is an exact integer (a caller that predates exact ids): BigInt refuses fractions.
     if (typeof v === "number") v = BigInt(v);
     if (v < 0n || v > UINT64_MAX) throw new RangeError(`uint64 out of range: ${v}`);
-    this.varint64(Number(v & 0xffffffffn), Number(v >> 32n));
+    const lo = Number(v & 0xffffffffn);
+    const hi = Number(v >> 32n);
+    rememberUint64(v, lo, hi);
+    this.varint64(lo, hi);
   }
 
   /** Varint of an int64 given as a bigint (two's complement when negative). */

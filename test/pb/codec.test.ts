@@ -192,6 +192,29 @@ describe("compiled codecs", () => {
   });
 });
 
+  it("uint64 bigints encode the same whether or not they were just encoded (the two recent ids are remembered)", () => {
+    // A response header's cluster and member ids repeat on every response; the writer keeps the
+    // halves of the last two. Interleave repeats, a third value, edges and refused values.
+    const ids = [0xcdf818194e3b0000n, 0x8e9e05c52164694dn, 0xcdf818194e3b0000n, 0x8e9e05c52164694dn, 1n, 0n, 2n ** 64n - 1n, 0x8e9e05c52164694dn, 2n ** 64n - 1n, 2n ** 32n];
+    for (const v of ids) {
+      const w = new ProtoWriter(16);
+      w.uint64Big(v);
+      w.uint64Big(v);
+      const bytes = w.finish();
+      const r = new ProtoReader(bytes);
+      expect([r.uint64Big(), r.uint64Big()]).toEqual([v, v]);
+      const ref = protobuf.Reader.create(bytes);
+      expect([ref.uint64().toString(), ref.uint64().toString()]).toEqual([v.toString(), v.toString()]);
+    }
+    for (const bad of [-1n, 2n ** 64n]) expect(() => new ProtoWriter(16).uint64Big(bad)).toThrow(RangeError);
+    // A number equal to a remembered bigint is still taken as that value.
+    const w = new ProtoWriter(16);
+    w.uint64Big(2n ** 32n);
+    w.uint64Big(2 ** 32);
+    const r = new ProtoReader(w.finish());
+    expect([r.uint64Big(), r.uint64Big()]).toEqual([2n ** 32n, 2n ** 32n]);
+  });
+
 describe("lease id fields (src/pb/id_fields.ts EXACT_INT64)", () => {
   const leaseId = fc.oneof(
     fc.constantFrom<number | bigint>(0, 1, -1, Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER, 2n ** 53n, 2n ** 53n + 1n, -(2n ** 53n), 2n ** 63n - 1n, -(2n ** 63n)),
