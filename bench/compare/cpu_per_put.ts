@@ -2,8 +2,8 @@
  * Leader CPU per put, A against B: two builds of etcetera (each a dist/server.js), each round a
  * fresh 3-member cluster of one build, loaded by etcd's benchmark tool to the leader (warm-up,
  * then a fixed number of puts), the leader's utime + stime read from /proc around the measured
- * puts, for the process and its main thread. Rounds alternate A, B, A, B, ... so that both builds
- * see the same minute of a shared machine; the report gives each build's median and range.
+ * puts, for the process and its main thread. Rounds alternate A B, B A, A B, ... so that both
+ * builds see the same minutes of a shared machine; the report gives each build's median and range.
  *
  *   npx tsx bench/compare/cpu_per_put.ts --a=/tmp/base/dist/server.js [--b=dist/server.js]
  *        [--a-node-args=F1,F2] [--b-node-args=...] [--a-env=K=V,...] [--b-env=...] [--rounds=3] [--total=20000] [--warmup=6000]
@@ -89,7 +89,10 @@ async function main(): Promise<void> {
   const rounds = Number(opt("rounds", "3"));
   const results: { a: RoundResult[]; b: RoundResult[] } = { a: [], b: [] };
   for (let i = 0; i < rounds; i++) {
-    for (const [k, js] of [["a", a], ["b", b]] as const) {
+    // A B, B A, A B, ...: a build that always ran second would take any order effect (the previous
+    // cluster's teardown, a neighbour's load rising) as its own.
+    const order = i % 2 === 0 ? ([["a", a], ["b", b]] as const) : ([["b", b], ["a", a]] as const);
+    for (const [k, js] of order) {
       let r: RoundResult | undefined;
       for (let attempt = 1; r === undefined; attempt++) {
         r = await round(js, nodeArgs[k], env[k], opt);
