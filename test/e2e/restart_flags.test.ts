@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reservePort } from "../ports.js";
-import { Cluster, etcdctl, eventually, Member, TARGET_ETCD } from "./harness.js";
+import { Cluster, etcdctl, eventually, Member, newClusterArgs, TARGET_ETCD, type MemberSpec } from "./harness.js";
 import { parseExposition } from "./prometheus.js";
 
 /** Member ids (hex, no leading zeros) from `etcdctl member list -w json`. */
@@ -44,21 +44,12 @@ describe("a restart ignores stale --initial-cluster flags", () => {
     const old = c.members[2]!;
     await old.kill("SIGTERM");
     const s = old.spec;
-    const ghost = `http://127.0.0.1:${await reservePort()}`;
-    // The flags a stale script would pass: every member's id under this token differs from the real ones.
-    const stale = [c.members[0]!, c.members[1]!, old].map((m) => `${m.spec.name}=http://127.0.0.1:${m.spec.peerPort}`).join(",") + `,ghost=${ghost}`;
-    const n3 = new Member(s, [
-      `--name=${s.name}`,
-      `--data-dir=${s.dataDir}`,
-      `--listen-client-urls=http://127.0.0.1:${s.clientPort}`,
-      `--advertise-client-urls=http://127.0.0.1:${s.clientPort}`,
-      `--listen-peer-urls=http://127.0.0.1:${s.peerPort}`,
-      `--initial-advertise-peer-urls=http://127.0.0.1:${s.peerPort}`,
-      `--initial-cluster=${stale}`,
-      "--initial-cluster-token=another-token",
-      "--initial-cluster-state=new",
-      "--log-level=info",
-    ]);
+    // A member that never existed (only its peer URL is ever named).
+    const ghost: MemberSpec = { name: "ghost", clientPort: 0, peerPort: await reservePort(), dataDir: "" };
+    // The flags a stale script would pass (a fourth member, another token): every member's id
+    // under them differs from the real ones.
+    const stale = [c.members[0]!.spec, c.members[1]!.spec, s, ghost];
+    const n3 = new Member(s, [...newClusterArgs(s, stale, "another-token"), "--log-level=info"]);
     c.members[2] = n3;
     n3.start();
     await n3.waitReady();
