@@ -16,7 +16,7 @@ import { Member, SERVER_JS, TARGET_ETCD, type MemberSpec } from "../e2e/harness.
 import { LazyFs } from "../powerloss/lazyfs.js";
 import { ChaosTls } from "./chaos_tls.js";
 import { EtcdConnection } from "./etcd_client.js";
-import { classifyEtcdHttp, classifyEtcetera, normalizeId, TcpProxy } from "./proxy.js";
+import { classifyEtcdHttp, classifyEtcetera, normalizeId, TcpProxy, UNKNOWN_SOURCE } from "./proxy.js";
 
 export interface ChaosClusterOptions {
   size: number;
@@ -68,6 +68,8 @@ export function peakRssKiB(pid: number): number | undefined {
 
 export class ChaosCluster {
   private rssTimer: NodeJS.Timeout | undefined;
+  /** Proxies in front of members added at runtime (the membership fault's learner): partitions cut them too. */
+  readonly extraProxies = new Set<TcpProxy>();
 
   private constructor(
     readonly dir: string,
@@ -87,7 +89,7 @@ export class ChaosCluster {
       const dataDir = opts.powerLoss === true ? join(dir, `n${i}`, "mnt", "data") : join(dir, `n${i}.etcd`);
       const spec = { name: `n${i}`, clientPort: await reservePort(), peerPort: await reservePort(), dataDir };
       specs.push(spec);
-      proxies.push(await TcpProxy.start({ name: spec.name, targetPort: spec.peerPort, classify: TARGET_ETCD ? classifyEtcdHttp : classifyEtcetera, ...(tls !== undefined ? { transport: tls.proxyTransport(spec.name) } : {}) }));
+      proxies.push(await startPeerProxy(spec.name, spec.peerPort, tls));
     }
     const advertised = (i: number) => `${scheme}://127.0.0.1:${proxies[i]!.port}`;
     const initialCluster = specs.map((s, i) => `${s.name}=${advertised(i)}`).join(",");
@@ -172,6 +174,28 @@ export class ChaosCluster {
     this.rssTimer = setInterval(() => this.sampleRss(), 250);
   }
 
+  /**
+   * A proxy in front of a member added at runtime (`name` listening on `peerPort`), classifying
+   * as the members' do; it names the original members. Partition faults cut it whole (the added
+   * member counts as an unknown source on the original members' proxies: `markUnknown`).
+   */
+  async startExtraProxy(name: string, peerPort: number): Promise<TcpProxy> {
+    const proxy = await startPeerProxy(name, peerPort, this.tls);
+    for (const m of this.members) proxy.setAlias(m.id, m.name);
+    this.extraProxies.add(proxy);
+    return proxy;
+  }
+
+  async closeExtraProxy(proxy: TcpProxy): Promise<void> {
+    this.extraProxies.delete(proxy);
+    await proxy.close();
+  }
+
+  /** Connections from the member with this raw id count as unknown on every original member's proxy. */
+  markUnknown(rawId: string): void {
+    for (const m of this.members) m.proxy.setAlias(normalizeId(rawId), UNKNOWN_SOURCE);
+  }
+
   /** Samples every live member's VmHWM (also done right before a kill, which loses it). */
   sampleRss(): void {
     for (const m of this.members) {
@@ -211,4 +235,9 @@ export class ChaosCluster {
   logs(): string {
     return this.members.map((m) => `==== ${m.name}\n${m.member.log.slice(-3000)}`).join("\n");
   }
+}
+
+/** The link proxy in front of a member's peer port (TLS: terminating and re-encrypting). */
+function startPeerProxy(name: string, peerPort: number, tls: ChaosTls | undefined): Promise<TcpProxy> {
+  return TcpProxy.start({ name, targetPort: peerPort, classify: TARGET_ETCD ? classifyEtcdHttp : classifyEtcetera, ...(tls !== undefined ? { transport: tls.proxyTransport(name) } : {}) });
 }

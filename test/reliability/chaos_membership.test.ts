@@ -19,6 +19,9 @@ describe("chaos: membership changes during kills and partitions", () => {
     expect(changes.filter((f) => f.error !== undefined).map((f) => `${f.detail} ${f.error}`)).toEqual([]);
     for (const f of changes) expect(f.detail).toMatch(/learner x\d+ \([0-9a-f]+\) added; .*; removed at/);
     expect(changes.some((f) => f.detail.includes("promoted at")), "at least one learner promoted").toBe(true);
+    // The learner's peer traffic goes through its own proxy, and a partition cuts it there too.
+    for (const f of changes) expect(Number(/its proxy: (\d+) connections/.exec(f.detail)?.[1]), f.detail).toBeGreaterThan(0);
+    for (const f of changes.filter((c) => c.detail.includes("; partition "))) expect(Number(/, (\d+) bytes dropped/.exec(f.detail)?.[1]), f.detail).toBeGreaterThan(0);
     expect(report.operations.ok).toBeGreaterThan(200);
     expect(report.linearizable, report.violations.join("\n\n")).toBe("yes");
     expect(report.lostWrites, report.lostExamples.join("\n")).toBe(0);

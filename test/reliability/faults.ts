@@ -176,6 +176,8 @@ export class FaultInjector {
         // Unattributed connections might come from either side (an HTTP client may reuse a probe's
         // connection for raft traffic): cut them everywhere rather than leak through the partition.
         for (const p of this.cluster.members) p.proxy.setMode(BLACKHOLE, UNKNOWN_SOURCE);
+        // A member added at runtime is one of the unknown: cut from everyone, both ways.
+        for (const p of this.cluster.extraProxies) p.setMode(BLACKHOLE);
         await sleep(ms);
         return;
       }
@@ -189,6 +191,7 @@ export class FaultInjector {
         // Unattributed connections into either end: cut (over-approximates the one-way drop, never leaks it).
         to.proxy.setMode(BLACKHOLE, UNKNOWN_SOURCE);
         m.proxy.setMode(BLACKHOLE, UNKNOWN_SOURCE);
+        for (const p of this.cluster.extraProxies) p.setMode(BLACKHOLE, UNKNOWN_SOURCE);
         await sleep(ms);
         return;
       }
@@ -262,6 +265,7 @@ export class FaultInjector {
 
   private healLinks(): void {
     for (const m of this.cluster.members) m.proxy.heal();
+    for (const p of this.cluster.extraProxies) p.heal();
   }
 
   /** Ends any fault state (for the final phase and for cleanup after errors). */

@@ -9,8 +9,9 @@
  * working, not a failed fault; the fault only fails when the cluster cannot be returned to its
  * three voters.
  *
- * The added member has no proxy of its own: its connections into the original members' proxies
- * come from an unknown source, which a partition cuts on every proxy (never leaks through one).
+ * The added member gets a proxy of its own (its advertised peer URL), and its connections into the
+ * original members' proxies count as an unknown source: a partition cuts unknown sources on every
+ * proxy and the added member's proxy whole, so nothing leaks through it in either direction.
  */
 import { rmSync } from "node:fs";
 import { join } from "node:path";
@@ -55,12 +56,21 @@ export async function membershipChange(cluster: ChaosCluster, o: MembershipFault
   const name = `x${++added}`;
   const spec: MemberSpec = { name, clientPort: await reservePort(), peerPort: await reservePort(), dataDir: join(cluster.dir, `${name}.etcd`) };
   const scheme = cluster.scheme;
-  const peerUrl = `${scheme}://127.0.0.1:${spec.peerPort}`;
+  const proxy = await cluster.startExtraProxy(name, spec.peerPort);
+  // Advertised: the proxy (etcdctl prints it as ETCD_INITIAL_ADVERTISE_PEER_URLS); listened on: the member's port.
+  const peerUrl = `${scheme}://127.0.0.1:${proxy.port}`;
   const steps: string[] = [];
   const t0 = Date.now();
   const at = () => `${Date.now() - t0} ms`;
-  const out = await retry(cluster, ["member", "add", name, `--peer-urls=${peerUrl}`, "--learner"], `member add ${name}`);
+  let out: string;
+  try {
+    out = await retry(cluster, ["member", "add", name, `--peer-urls=${peerUrl}`, "--learner"], `member add ${name}`);
+  } catch (e) {
+    await cluster.closeExtraProxy(proxy);
+    throw e;
+  }
   const id = addedMemberId(out);
+  cluster.markUnknown(id);
   steps.push(`learner ${name} (${id}) added`);
   const member = new Member(
     spec,
@@ -68,7 +78,7 @@ export async function membershipChange(cluster: ChaosCluster, o: MembershipFault
       `--data-dir=${spec.dataDir}`,
       `--listen-client-urls=${scheme}://127.0.0.1:${spec.clientPort}`,
       `--advertise-client-urls=${scheme}://127.0.0.1:${spec.clientPort}`,
-      `--listen-peer-urls=${peerUrl}`,
+      `--listen-peer-urls=${scheme}://127.0.0.1:${spec.peerPort}`,
       "--initial-cluster-token=chaos-token",
       `--heartbeat-interval=${o.heartbeatMs}`,
       `--election-timeout=${o.electionMs}`,
@@ -100,8 +110,10 @@ export async function membershipChange(cluster: ChaosCluster, o: MembershipFault
     const until = Date.now() + 10_000;
     while (member.running && Date.now() < until) await sleep(100);
     steps.push(member.running ? "killed (had not exited)" : "exited");
+    steps.push(`its proxy: ${proxy.stats.accepted} connections, ${proxy.stats.bytesDropped} bytes dropped`);
   } finally {
     await member.kill("SIGKILL");
+    await cluster.closeExtraProxy(proxy);
     rmSync(spec.dataDir, { recursive: true, force: true });
   }
   o.log?.(`membership ${name}: ${member.log.split("\n").filter((l) => /permanently removed|fatal/.test(l)).length} removal/fatal lines in its log`);
