@@ -43,7 +43,7 @@ export class HeartbeatWatch {
       if (last === undefined || now - last <= this.maxGapMs) continue;
       const exceededMs = Math.round(now - last - this.maxGapMs);
       this.o.logger.warn(
-        { "to": String(m.to), "heartbeat-interval": `${this.o.heartbeatMs}ms`, "expected-duration": `${this.maxGapMs}ms`, "exceeded-duration": `${exceededMs}ms` },
+        { "to": m.to.toString(16), "heartbeat-interval": `${this.o.heartbeatMs}ms`, "expected-duration": `${this.maxGapMs}ms`, "exceeded-duration": `${exceededMs}ms` },
         "leader failed to send out heartbeat on time; took too long, leader is overloaded likely from slow disk",
       );
       this.failures.inc();

@@ -40,4 +40,17 @@ describe("HeartbeatWatch", () => {
     w.observe([hb(2)]);
     expect(await failures(registry)).toBe(2);
   });
+
+  it("names the peer in hex, as etcd's log does (fmt %x of the id)", () => {
+    const warnings: string[] = [];
+    const logger = pino({ level: "warn" }, { write: (s: string) => void warnings.push(s) });
+    let now = 0;
+    const w = new HeartbeatWatch({ registry: new Registry(), heartbeatMs: 100, logger, now: () => now });
+    const to = { type: MessageType.MsgHeartbeat, to: 0xd35e062b0036cc3an } as unknown as Message;
+    w.observe([to]);
+    now = 500;
+    w.observe([to]);
+    expect(warnings).toHaveLength(1);
+    expect(JSON.parse(warnings[0]!).to).toBe("d35e062b0036cc3a");
+  });
 });
