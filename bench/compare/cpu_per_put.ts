@@ -17,7 +17,8 @@ import { resolve } from "node:path";
 import { BenchCluster, SERVER_JS } from "./cluster.js";
 import { runEtcdBenchmark } from "./etcd-tool.js";
 import { cpuBetween, sampleProcess } from "./proc-cpu.js";
-import { hasLeader, leaderIndex } from "./ready.js";
+import { putLoad, startAndWarm } from "./put_load.js";
+import { leaderIndex } from "./ready.js";
 
 interface RoundResult {
   processUs: number;
@@ -29,14 +30,10 @@ interface RoundResult {
 
 async function round(serverJs: string, nodeArgs: string[], env: Record<string, string>, opt: (n: string, d: string) => string): Promise<RoundResult | undefined> {
   const total = Number(opt("total", "20000"));
-  const put = ["put", "--key-size=8", "--val-size=256", "--sequential-keys", `--key-space-size=${total}`];
-  const load = (n: number) => ["--target-leader", `--conns=${opt("conns", "100")}`, `--clients=${opt("clients", "1000")}`, ...put, `--total=${n}`];
+  const load = putLoad({ total, conns: opt("conns", "100"), clients: opt("clients", "1000"), toLeader: true });
   const cluster = await BenchCluster.create({ target: "etcetera", size: 3, serverJs, nodeArgs, env });
   try {
-    await cluster.start(60_000, hasLeader);
-    const leader = await leaderIndex(cluster.endpoints);
-    const warm = Number(opt("warmup", "6000"));
-    if (warm > 0) await runEtcdBenchmark(cluster.endpoints, load(warm), { timeoutMs: 300_000 });
+    const leader = await startAndWarm(cluster, load, Number(opt("warmup", "6000")));
     const pids = cluster.pids();
     const before = pids.map((pid) => sampleProcess(pid));
     const r = await runEtcdBenchmark(cluster.endpoints, load(total), { timeoutMs: 600_000 });

@@ -16,7 +16,7 @@ import { join, relative } from "node:path";
 import { BenchCluster, ROOT } from "./cluster.js";
 import { runEtcdBenchmark } from "./etcd-tool.js";
 import { cpuBetween, sampleProcess } from "./proc-cpu.js";
-import { hasLeader, leaderIndex } from "./ready.js";
+import { putLoad, startAndWarm } from "./put_load.js";
 
 interface ProfileNode {
   id: number;
@@ -93,14 +93,10 @@ async function main(): Promise<void> {
   const total = Number(opt("total", "30000"));
   const outDir = opt("out", join(tmpdir(), `etcetera-profile-${Date.now()}`));
   mkdirSync(outDir, { recursive: true });
-  const put = ["put", "--key-size=8", "--val-size=256", "--sequential-keys", `--key-space-size=${total}`, ...extra];
-  const load = (n: number) => [...(all ? [] : ["--target-leader"]), `--conns=${opt("conns", "100")}`, `--clients=${opt("clients", "1000")}`, ...put, `--total=${n}`];
+  const load = putLoad({ total, conns: opt("conns", "100"), clients: opt("clients", "1000"), toLeader: !all, extra });
   const cluster = await BenchCluster.create({ target: "etcetera", size: 3, nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${outDir}`] });
   try {
-    await cluster.start(60_000, hasLeader);
-    const leader = await leaderIndex(cluster.endpoints);
-    const warm = Number(opt("warmup", "6000"));
-    if (warm > 0) await runEtcdBenchmark(cluster.endpoints, load(warm), { timeoutMs: 300_000 });
+    const leader = await startAndWarm(cluster, load, Number(opt("warmup", "6000")));
     const pids = cluster.pids();
     const before = pids.map((pid) => sampleProcess(pid));
     const fromUs = Number(process.hrtime.bigint() / 1000n);
