@@ -106,7 +106,12 @@ export class RaftStorage {
    * A local snapshot at `index` (already applied, backend committed): write the snapshot file and
    * marker, compact the in-memory log behind it, release old WAL segments and snapshot files.
    */
-  async snapshotAt(index: number, confState: ConfState, data: Uint8Array): Promise<Snapshot> {
+  async snapshotAt(index: number, confState: ConfState, data: Uint8Array, o: { backendDurableIndex: number }): Promise<Snapshot> {
+    // Issue 20's ordering: from the marker on, the WAL may drop every entry up to `index`, so the
+    // backend must already hold them durably.
+    if (o.backendDurableIndex < index) {
+      throw new Error(`invariant: snapshot at ${index} would release raft entries the backend holds durably only up to ${o.backendDurableIndex}`);
+    }
     const snap = this.memory.createSnapshot(index, confState, data);
     await this.snapshotter.save(snap);
     await this.wal.saveSnapshotMarker({ index, term: snap.metadata.term, confState });

@@ -3,8 +3,9 @@
  * proposal registry, ReadIndex rounds and applier on temp stores, and fakes for the transport and
  * the snapshots: the bootstrap configuration is applied and the lone voter campaigns at once; a
  * proposal is answered once applied; a linearizable read is released after its round; a snapshot
- * is taken past --snapshot-count; a storage failure, or a peer message that breaks a raft
- * invariant, is fatal and stops the loop.
+ * is taken past --snapshot-count, saved off the loop (proposals are answered while it is saved, one
+ * at a time, a received snapshot waits for it, stop waits for it, its failure is fatal); a storage
+ * failure, or a peer message that breaks a raft invariant, is fatal and stops the loop.
  */
 import { memorySnapshotBody } from "../../src/server/transport/snapshot_body.js";
 import { describe, expect, it } from "vitest";
@@ -24,12 +25,19 @@ import { memberStores } from "./stores.js";
 const ID = 1n;
 const ME: Member = { id: ID, name: "n1", peerUrls: ["http://127.0.0.1:1"], clientUrls: [], isLearner: false };
 
-function setup(o: { snapshotCount?: number; failPersist?: () => boolean } = {}) {
+/** A snapshot save the test finishes by hand (Snapshots.take stands in for the disk). */
+interface HeldTake {
+  index: number;
+  finish(): void;
+  fail(err: Error): void;
+}
+
+function setup(o: { snapshotCount?: number; failPersist?: () => boolean; holdTakes?: boolean } = {}) {
   const stores = memberStores();
   const memory = new MemoryStorage();
   const raw = new RawNode({ id: ID, electionTick: 10, heartbeatTick: 1, storage: memory, random: () => 0.5 });
   raw.bootstrap([ID]);
-  const t = { sent: [] as Message[], taken: [] as number[], leadership: [] as boolean[], fatal: [] as Error[], persists: 0 };
+  const t = { sent: [] as Message[], taken: [] as number[], held: [] as HeldTake[], staged: [] as number[], leadership: [] as boolean[], fatal: [] as Error[], persists: 0 };
   const storage: RaftLoopOptions["storage"] = {
     memory,
     async persist(hs: HardState | undefined, entries: Entry[], snap: Snapshot | undefined): Promise<void> {
@@ -41,10 +49,17 @@ function setup(o: { snapshotCount?: number; failPersist?: () => boolean } = {}) 
     },
   };
   const snapshots: RaftLoopOptions["snapshots"] = {
-    take: async (index: number) => void t.taken.push(index),
-    stage: async (s: Snapshot) => s,
+    take: (index: number) => {
+      t.taken.push(index);
+      if (o.holdTakes !== true) return Promise.resolve();
+      return new Promise<void>((finish, fail) => t.held.push({ index, finish, fail }));
+    },
+    stage: async (s: Snapshot) => {
+      t.staged.push(s.metadata.index);
+      return s;
+    },
     discardReceivedUpTo: async () => undefined,
-    install: async () => 0,
+    install: async (index: number) => index,
     image: async (m: Message) => ({ message: m, body: memorySnapshotBody(new Uint8Array(0)) }),
   };
   const applyWait = new WaitTime();
@@ -157,6 +172,71 @@ describe("raft loop", () => {
     await until(() => t.taken.length > before, "a snapshot holding the new member");
     expect(t.taken[before]!).toBe(loop.applied());
     expect(t.taken[before]! - last).toBeLessThanOrEqual(3);
+    await loop.stop();
+  });
+
+  it("a snapshot being saved does not hold the loop: entries apply meanwhile, one save at a time, the next once it is done", async () => {
+    const { t, loop, proposals, kv } = setup({ snapshotCount: 3, holdTakes: true });
+    loop.schedule();
+    await until(() => loop.isLeader(), "leadership");
+    for (let i = 0; i < 4; i++) await proposals.propose({ put: { key: Buffer.from(`k${i}`), value: Buffer.from("v") } });
+    await until(() => t.held.length === 1, "a snapshot save started");
+    const first = t.held[0]!;
+    // Its disk work is not done, yet proposals are answered (before, the loop awaited it: they waited).
+    for (let i = 0; i < 10; i++) {
+      const put = proposals.propose({ put: { key: Buffer.from(`during${i}`), value: Buffer.from("v") } });
+      const r = await Promise.race([put, new Promise<"held">((res) => setTimeout(() => res("held"), 2000))]);
+      expect(r, "a proposal answered while the snapshot is being saved").not.toBe("held");
+    }
+    expect(loop.applied()).toBeGreaterThan(first.index + 3);
+    expect(kv.consistentIndex()).toBe(loop.applied());
+    expect(t.taken, "no second save while one is in flight").toEqual([first.index]);
+    first.finish();
+    await until(() => t.taken.length === 2, "the next snapshot, once the first is saved");
+    expect(t.taken[1]).toBe(loop.applied());
+    // stop() waits for the save in flight.
+    let stopped = false;
+    const stopping = loop.stop().then(() => (stopped = true));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(stopped, "stop waits for the snapshot being saved").toBe(false);
+    t.held[1]!.finish();
+    await stopping;
+    expect(t.fatal).toEqual([]);
+  });
+
+  it("a received snapshot is staged only once the local snapshot being saved is done", async () => {
+    const { t, loop, proposals } = setup({ snapshotCount: 3, holdTakes: true });
+    loop.schedule();
+    await until(() => loop.isLeader(), "leadership");
+    for (let i = 0; i < 4; i++) await proposals.propose({ put: { key: Buffer.from(`k${i}`), value: Buffer.from("v") } });
+    await until(() => t.held.length === 1, "a snapshot save started");
+    // A leader of a later term sends a snapshot far ahead.
+    const confState = { voters: [ID, 2n], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
+    loop.step(newMessage({ type: MessageType.MsgSnap, from: 2n, to: ID, term: 50, snapshot: { metadata: { index: 1000, term: 50, confState }, data: new Uint8Array([1]) } }));
+    await new Promise((r) => setTimeout(r, 30));
+    expect(t.staged, "nothing staged while the local save runs").toEqual([]);
+    t.held[0]!.finish();
+    await until(() => t.staged.length === 1, "the received snapshot staged");
+    expect(t.staged).toEqual([1000]);
+    await until(() => loop.applied() === 1000, "the received snapshot installed");
+    await loop.stop();
+    expect(t.fatal).toEqual([]);
+  });
+
+  it("a snapshot that fails to save is fatal, reported once", async () => {
+    const { t, loop, proposals } = setup({ snapshotCount: 3, holdTakes: true });
+    loop.schedule();
+    await until(() => loop.isLeader(), "leadership");
+    for (let i = 0; i < 4; i++) await proposals.propose({ put: { key: Buffer.from(`k${i}`), value: Buffer.from("v") } });
+    await until(() => t.held.length === 1, "a snapshot save started");
+    t.held[0]!.fail(new Error("injected snapshot fsync failure"));
+    await until(() => t.fatal.length > 0, "the fatal report");
+    expect(t.fatal.map((e) => e.message)).toEqual(["injected snapshot fsync failure"]);
+    const persists = t.persists;
+    loop.schedule();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(t.persists).toBe(persists);
+    proposals.stop();
     await loop.stop();
   });
 
