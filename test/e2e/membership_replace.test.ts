@@ -97,18 +97,36 @@ describe("a learner catches up by snapshot, serves only what a learner serves, i
 
   it("writes enough that the log the learner needs is gone, then adds the learner, which receives a snapshot and holds every key", async () => {
     const conns = c.members.map((m) => clients(m.endpoint));
+    // A put whose proposal is in flight when leadership changes is lost with it and answers "request
+    // timed out" after the request timeout, on etcd as here (raft drops proposals during an election;
+    // clientv3 does not retry a Put). Under load, the 500 ms election timeout of these members can
+    // pass (a slow fdatasync, a starved process): such a put, idempotent, is sent again, a few times
+    // at most; every key must still be acknowledged and held by the learner. Retries are printed.
+    const retried: string[] = [];
     try {
       let next = 0;
       const one = async (w: number) => {
         while (next < keys) {
           const i = next++;
-          await unary(conns[w % conns.length]!.kv, "Put", { key: Buffer.from(`snap/${String(i).padStart(5, "0")}`), value: Buffer.from(`v${i}`) });
+          const req = { key: Buffer.from(`snap/${String(i).padStart(5, "0")}`), value: Buffer.from(`v${i}`) };
+          for (let attempt = 1; ; attempt++) {
+            try {
+              await unary(conns[w % conns.length]!.kv, "Put", req);
+              break;
+            } catch (e) {
+              const transient = /etcdserver: (request timed out|leader changed|no leader)|DEADLINE_EXCEEDED|Deadline exceeded/.test(String(e));
+              if (!transient || attempt === 3) throw new Error(`put ${req.key.toString()} (attempt ${attempt}) failed: ${String(e)}\n${c.logs()}`);
+              retried.push(`${req.key.toString()}: ${String(e)}`);
+            }
+          }
         }
       };
       await Promise.all(Array.from({ length: 16 }, (_, w) => one(w)));
     } finally {
       for (const k of conns) k.close();
     }
+    if (retried.length > 0) console.log(`${retried.length} puts sent again after a transient error:\n${retried.slice(0, 10).join("\n")}`);
+    expect(retried.length, `puts sent again: ${retried.join("; ")}`).toBeLessThan(keys / 100);
     const added = await addSettled(c, "learner", c.running(), true).catch((e: unknown) => {
       throw new Error(`${String(e)}\n${c.logs()}`);
     });
