@@ -102,6 +102,7 @@ export interface HashKvResult {
   hash: number;
   /** Store revision when hashed (header revision). */
   revision: number;
+  /** The compaction's revision, -1 before any (etcd's compactMainRev). */
   compactRevision: number;
 }
 
@@ -505,7 +506,9 @@ export class KvStore implements StoreCore {
     return {
       hash: hashKvRevisions(this.backend, at, compactRev, keep),
       revision: this.currentRev,
-      compactRevision: this.compactRevision(),
+      // etcd's HashByRev answers its compactMainRev as is: -1 before any compaction (found by
+      // rpc_fields' field comparison: etcetera said 0).
+      compactRevision: compactRev,
     };
   }
 
@@ -529,7 +532,7 @@ export class KvStore implements StoreCore {
     if (rev > 0 && rev <= compactRev) throw new ErrCompacted();
     if (rev > 0 && rev > this.currentRev) throw new ErrFutureRev();
     const at = rev === 0 ? this.currentRev : rev;
-    const result = { revision: this.currentRev, compactRevision: this.compactRevision() };
+    const result = { revision: this.currentRev, compactRevision: compactRev };
     const acc = new HashKvAccumulator(at, compactRev, this.index.keep(at));
     const backend = this.backend;
     const epoch = this.epoch;

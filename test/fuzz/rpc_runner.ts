@@ -217,9 +217,10 @@ export function invariantViolations(op: RpcOp, o: OpOutcome, s: TargetSession): 
   const res = o.response as Obj;
   const where = `${op.service}.${op.method}`;
   // etcd 3.4 leaves the revision 0 in Cluster responses' headers and sends no header with an empty
-  // Alarm answer: revisions are checked on KV and Lease responses, headers wherever etcd sends them.
+  // Alarm answer nor with MoveLeader's: revisions are checked on KV and Lease responses, headers
+  // wherever etcd sends them.
   const monotonic = op.service === "kv" || op.service === "lease";
-  const headerOptional = op.service === "lock" || op.service === "election" || op.method === "Alarm";
+  const headerOptional = op.service === "lock" || op.service === "election" || op.method === "Alarm" || op.method === "MoveLeader";
   if (!headerOptional || (res.header !== undefined && res.header !== null)) checkHeader(res, s, where, out, monotonic);
   if (op.method === "Range") checkRange(op.request, res, where, out);
   if (op.method === "Put" && op.request.prev_kv !== true && res.prev_kv !== null && res.prev_kv !== undefined) out.push(`${where}: prev_kv without asking`);
