@@ -38,6 +38,7 @@ import {
 } from "./records.js";
 import { decodeRevisionKey } from "./revision_key.js";
 import { verifySnapshotHash } from "./snapshot_hash.js";
+import { refuseSqliteSnapshot } from "./sqlite_snapshot.js";
 
 export interface EtcdBackendOpenOptions {
   /** Refuse a file without etcd's SHA-256 trailer (a snapshot must have one; a member's db has none). */
@@ -57,6 +58,8 @@ export class EtcdBackendReader {
   }
 
   static open(path: string, options: EtcdBackendOpenOptions = {}): EtcdBackendReader {
+    // An etcetera snapshot of the SQLite days is named as such, not reported as a bad bbolt meta page.
+    refuseSqliteSnapshot(path);
     const { dbBytes, hashed } = verifySnapshotHash(path, { required: options.requireSnapshotHash ?? false });
     const source = FilePageSource.open(path, dbBytes);
     try {

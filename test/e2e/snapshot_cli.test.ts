@@ -8,8 +8,10 @@
  * With E2E_TARGET=etcd the target is etcd and the restore is etcdctl's (the reference run of the
  * same checks); the status comparison runs our command in-process, which needs no build.
  */
+import Database from "better-sqlite3";
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -117,6 +119,34 @@ describe("snapshot status prints what etcdctl snapshot status prints", () => {
     const ctl = await etcdctl("127.0.0.1:1", ["snapshot", "status", join(dir, "missing.db")]);
     expect(ctl.code).not.toBe(0);
     expect(none.stderr).toContain("missing.db");
+  });
+
+  it("refuses an etcetera snapshot of the SQLite days by file, format and what to do (status and restore)", async () => {
+    // What 'etcdctl snapshot save' got from etcetera before its snapshots were etcd's: the member's
+    // SQLite backend image, then the SHA-256 of it.
+    const image = join(dir, "sqlite-image.db");
+    const db = new Database(image);
+    db.exec("CREATE TABLE kv (rev INTEGER PRIMARY KEY, key BLOB, value BLOB)");
+    db.prepare("INSERT INTO kv VALUES (?, ?, ?)").run(2, Buffer.from("k"), Buffer.from("v"));
+    db.close();
+    const bytes = readFileSync(image);
+    const old = join(dir, "sqlite-days.db");
+    writeFileSync(old, Buffer.concat([bytes, createHash("sha256").update(bytes).digest()]));
+    const said = `${old}: byte offset 0: an etcetera SQLite snapshot`;
+    for (const run of [ours, oursProcess]) {
+      const st = await run(["status", old]);
+      expect(st.code).not.toBe(0);
+      expect(st.stderr).toContain(said);
+      expect(st.stderr).toContain("take a new one with 'etcdctl snapshot save'");
+      const target = join(dir, `never-${run === ours ? "in" : "proc"}`);
+      const rs = await run(["restore", old, `--data-dir=${target}`]);
+      expect(rs.code).not.toBe(0);
+      expect(rs.stderr).toContain(said);
+      expect(existsSync(target)).toBe(false);
+    }
+    // etcdctl refuses it too, in its own words.
+    const ctl = await etcdctl("127.0.0.1:1", ["snapshot", "status", old]);
+    expect(ctl.code).not.toBe(0);
   });
 });
 
