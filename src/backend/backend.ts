@@ -37,6 +37,7 @@ import fs from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import { BatchTx } from "./batch_tx.js";
+import { vacuumInWorker } from "./vacuum_worker.js";
 import { Checkpointer } from "./checkpointer.js";
 import { writeImageInWorker } from "./image_worker.js";
 import { invariant } from "./errors.js";
@@ -107,6 +108,8 @@ export class Backend {
   private readonly checkpointer: Checkpointer;
   /** The checkpointer failed: the main connection checkpoints automatically, as SQLite does. */
   private autoCheckpoint = false;
+  /** A VACUUM runs on a worker (defragmentOffThread): the backend is held, nothing may write it. */
+  private defragging = false;
 
   private constructor(path: string, opts: BackendOptions) {
     this.path = path;
@@ -148,10 +151,14 @@ export class Backend {
 
   private newTx(): BatchTx {
     const db = this.db;
-    return new BatchTx(db, (n) => {
-      invariant(db === this.db, "write through the handle of a replaced connection");
-      this.pending += n;
-    });
+    return new BatchTx(
+      db,
+      (n) => {
+        invariant(db === this.db, "write through the handle of a replaced connection");
+        this.pending += n;
+      },
+      () => invariant(!this.defragging, "write to the backend while a defrag holds it"),
+    );
   }
 
   /**
@@ -184,6 +191,7 @@ export class Backend {
   }
 
   private commitIfPending(): void {
+    if (this.defragging) return; // the batch resumes after the VACUUM (defragmentOffThread)
     if (!this.closed && this.pending > 0) this.forceCommit();
     if (!this.closed && !this.checkpointer.running) this.checkpointer.maybeStart(fileBytes(`${this.path}-wal`));
   }
@@ -197,6 +205,7 @@ export class Backend {
   /** Commits the batch without opening the next one. */
   private commitBatch(): void {
     invariant(!this.closed, "backend is closed");
+    invariant(!this.defragging, "commit while a defrag holds the backend");
     invariant(this.db.inTransaction, "batch transaction must be open");
     const startMs = this.timings === undefined ? 0 : performance.now();
     for (const s of this.stores) s.preCommit?.();
@@ -343,6 +352,46 @@ export class Backend {
       this.timings?.defragInflight(false);
       this.timings?.defrag((performance.now() - startMs) / 1000);
     }
+  }
+
+  /**
+   * Like defragment, with the VACUUM on a worker thread (vacuum_worker.ts), so the event loop runs
+   * meanwhile. The backend is held until it resolves, as etcd's defrag holds its batch tx: the
+   * batch is committed first, no transaction stays open on the main connection, the checkpointer
+   * is stopped (it restarts lazily after), and any write or commit meanwhile fails an invariant.
+   * The caller keeps applies and backend reads waiting until this settles.
+   */
+  async defragmentOffThread(): Promise<{ sizeBeforeBytes: number; sizeAfterBytes: number }> {
+    invariant(!this.defragging, "defrag already in progress");
+    const startMs = performance.now();
+    this.timings?.defragInflight(true);
+    try {
+      this.commitBatch();
+      this.defragging = true;
+      try {
+        await this.checkpointer.stop();
+        this.db.pragma("wal_checkpoint(TRUNCATE)");
+        const sizeBeforeBytes = this.sizeBytes();
+        const db = this.db;
+        const ckpt = await vacuumInWorker(this.path);
+        invariant(db === this.db, "backend restored while it was being defragmented");
+        if (ckpt.busy !== 0 || ckpt.log !== ckpt.checkpointed) {
+          this.onIncompleteCheckpoint?.(`the -wal of ${this.path} was not fully checkpointed after the defrag: ${JSON.stringify(ckpt)}`);
+        }
+        return { sizeBeforeBytes, sizeAfterBytes: this.sizeBytes() };
+      } finally {
+        this.defragging = false;
+        if (!this.closed) this.begin.run();
+      }
+    } finally {
+      this.timings?.defragInflight(false);
+      this.timings?.defrag((performance.now() - startMs) / 1000);
+    }
+  }
+
+  /** Whether a defrag holds the backend (defragmentOffThread in progress). */
+  get defragInProgress(): boolean {
+    return this.defragging;
   }
 
   /** Bytes of the database in use: its pages less the free ones (etcd: size in use). */

@@ -32,6 +32,7 @@ class CountedStatement<P extends unknown[]> implements WriteStatement<P> {
   ) {}
 
   run(...params: P): void {
+    this.tx.beforeWrite?.();
     this.stmt.run(...params);
     this.tx.countWrites(1);
   }
@@ -42,6 +43,8 @@ export class BatchTx {
   constructor(
     private readonly db: Database,
     readonly countWrites: (n: number) => void,
+    /** Checked before every write runs (the backend refuses writes while a defrag holds it). */
+    readonly beforeWrite?: () => void,
   ) {}
 
   /** Creates a store's tables if missing (CREATE ... IF NOT EXISTS only: schema, not data). */
