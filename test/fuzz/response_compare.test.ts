@@ -81,4 +81,23 @@ describe("responseDifferences", () => {
       "leases[1].ID: @unrecorded-lease:0 vs (absent)",
     ]);
   });
+
+  it("groups a watch stream's responses by watch id: the interleaving is free, each watcher's events are compared", () => {
+    const op: RpcOp = { kind: "watch", requests: [] };
+    const created = (member: string, id: string) => ({ header: header(member, "5"), watch_id: id, created: true, canceled: false, events: [] });
+    const events = (member: string, id: string, value: string) => ({
+      header: header(member, "3"),
+      watch_id: id,
+      created: false,
+      canceled: false,
+      events: [{ type: "PUT", kv: kv(value), prev_kv: null }],
+    });
+    const a = [created("111", "0"), created("111", "9007199254740993"), events("111", "9007199254740993", "v"), events("111", "0", "v")];
+    const b = [created("222", "0"), events("222", "0", "v"), created("222", "9007199254740993"), events("222", "9007199254740993", "v")];
+    expect(responseDifferences(op, ok(a), ok(b), ours, etcd)).toEqual([]);
+    const c = [created("222", "0"), events("222", "0", "v"), created("222", "9007199254740993"), events("222", "9007199254740993", "w")];
+    expect(responseDifferences(op, ok(a), ok(c), ours, etcd)).toEqual([
+      `watch 9007199254740993[1].events[0].kv.value: bytes:${Buffer.from("v").toString("hex")} vs bytes:${Buffer.from("w").toString("hex")}`,
+    ]);
+  });
 });

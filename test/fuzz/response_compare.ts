@@ -162,7 +162,9 @@ function sortedByText(v: readonly unknown[], ids: Map<string, string>): unknown[
  * rpc_runner's outcomeText.
  */
 export function responseDifferences(op: RpcOp, ours: OpOutcome, etcd: OpOutcome, oursSession: TargetSession, etcdSession: TargetSession): string[] {
-  if (op.kind !== "unary" || ours.code !== 0 || etcd.code !== 0) return [];
+  if (ours.code !== 0 || etcd.code !== 0) return [];
+  if (op.kind === "watch") return watchDifferences(ours, etcd, oursSession, etcdSession);
+  if (op.kind !== "unary") return [];
   const name = opName(op);
   learnSessionLease(op, ours, oursSession);
   learnSessionLease(op, etcd, etcdSession);
@@ -178,6 +180,34 @@ export function responseDifferences(op: RpcOp, ours: OpOutcome, etcd: OpOutcome,
     if (x?.text === y?.text) continue;
     if (excluded(name, (x ?? y)!.generic) !== undefined) continue;
     out.push(`${path}: ${x?.text ?? "(absent)"} vs ${y?.text ?? "(absent)"}`);
+  }
+  return out;
+}
+
+/**
+ * A Watch stream's responses, grouped by watch id: the watchers of one stream interleave in no set
+ * order, but each watcher's own responses (created, its events with their kvs and prev_kvs,
+ * fragments, compaction and cancel answers) come in one order on both targets, since no write runs
+ * while the stream is read. Only the outer headers' cluster and member ids are left out (EXCLUSIONS).
+ */
+function watchDifferences(ours: OpOutcome, etcd: OpOutcome, oursSession: TargetSession, etcdSession: TargetSession): string[] {
+  const byId = (o: OpOutcome): Obj => {
+    const groups: Record<string, Obj[]> = {};
+    for (const r of (o.response as Obj[]) ?? []) (groups[String(r.watch_id)] ??= []).push(r);
+    return groups;
+  };
+  const a = new Map<string, { generic: string; text: string }>();
+  const b = new Map<string, { generic: string; text: string }>();
+  leaves(byId(ours), "", idMap(oursSession, "watch", undefined), a, "", new Set());
+  leaves(byId(etcd), "", idMap(etcdSession, "watch", undefined), b, "", new Set());
+  const out: string[] = [];
+  for (const path of new Set([...a.keys(), ...b.keys()])) {
+    const x = a.get(path);
+    const y = b.get(path);
+    if (x?.text === y?.text) continue;
+    // "<id>[i].header.cluster_id": the outer header of each response.
+    if (/^[^.]+\[\]\.header\.(cluster_id|member_id)$/.test((x ?? y)!.generic)) continue;
+    out.push(`watch ${path}: ${x?.text ?? "(absent)"} vs ${y?.text ?? "(absent)"}`);
   }
   return out;
 }
