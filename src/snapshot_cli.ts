@@ -7,14 +7,20 @@
  * membership the flags describe, as etcd's restore does: member and cluster ids derived from
  * --initial-cluster and --initial-cluster-token, the snapshot's old membership dropped, raft at
  * term 1 with one applied conf change per member.
+ *
+ * Both read both formats: etcd's (a snapshot file or a member's bbolt `db`) and etcetera's own
+ * SQLite backend (a member's `member/snap/db`, or a snapshot of the SQLite days), the latter as the
+ * etcd snapshot a running member would have streamed for the same state (src/server/sqlite_image.ts).
  */
 import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { EtcdBackendReader } from "./etcd_format/backend_reader.js";
+import { isSqliteFile } from "./etcd_format/sqlite_snapshot.js";
 import { writeMemberDir } from "./etcd_format/import/member_dir.js";
 import { snapshotStatus, type SnapshotStatus } from "./etcd_format/snapshot_status.js";
 import { parseInitialCluster, verifyInitialCluster, type InitialMember } from "./server/config.js";
 import { parseUrlList } from "./server/flags.js";
+import { sqliteImageToEtcdSnapshot, type SqliteImageSnapshot } from "./server/sqlite_image.js";
 import { computeClusterId, computeMemberId, type Member } from "./server/member.js";
 import { fsyncDir } from "./wal/segment.js";
 
@@ -41,7 +47,7 @@ interface Out {
 export async function snapshotMain(args: readonly string[], out: Out): Promise<number> {
   try {
     const [sub, ...rest] = args;
-    if (sub === "status") status(rest, out);
+    if (sub === "status") await status(rest, out);
     else if (sub === "restore") await restore(rest, out);
     else throw new CliError(sub === undefined ? "snapshot needs a subcommand: status or restore" : `unknown command "${sub}" for "snapshot"`, EXIT_BAD_ARGS);
     return 0;
@@ -93,13 +99,28 @@ function parseArgs(args: readonly string[], strings: Record<string, string>, boo
 
 // ---- status ----
 
-function status(args: readonly string[], out: Out): void {
+async function status(args: readonly string[], out: Out): Promise<void> {
   const { flags, positional } = parseArgs(args, { "write-out": "simple" }, [], { w: "write-out" });
   if (positional.length !== 1) throw new CliError("snapshot status requires exactly one argument", EXIT_BAD_ARGS);
   const format = flags.get("write-out")!;
   if (!["simple", "table", "json", "fields", "protobuf"].includes(format)) throw new CliError(`unknown output format "${format}"`, EXIT_BAD_FEATURE);
   if (format === "protobuf") throw new CliError("unsupported output format", EXIT_BAD_FEATURE);
-  out.stdout(formatStatus(snapshotStatus(positional[0]!), format));
+  const file = positional[0]!;
+  const image = await sqliteImageOf(file, false);
+  try {
+    out.stdout(formatStatus(snapshotStatus(image?.path ?? file), format));
+  } finally {
+    image?.dispose();
+  }
+}
+
+/**
+ * For etcetera's SQLite backend, the etcd snapshot of it in a scratch directory; undefined for any
+ * other file (read as etcd's format). A missing file is left to the reader, which names it.
+ */
+async function sqliteImageOf(file: string, requireHash: boolean, scratchParent?: string): Promise<SqliteImageSnapshot | undefined> {
+  if (!existsSync(file) || !isSqliteFile(file)) return undefined;
+  return sqliteImageToEtcdSnapshot(file, { requireHash, ...(scratchParent !== undefined ? { scratchParent } : {}) });
 }
 
 /** etcdctl's printers for snapshot.Status (ctlv3/command/printer*.go). */
@@ -176,7 +197,17 @@ async function restore(args: readonly string[], out: Out): Promise<void> {
   const log = (msg: string, fields: Record<string, unknown>) => out.stderr(`${JSON.stringify({ level: "info", ts: Date.now() / 1000, msg, ...fields })}\n`);
   log("restoring snapshot", { path: file, "data-dir": dataDir });
   // etcd's restore checks the SHA-256 trailer unless told not to (a db copied from a data dir has none).
-  const source = EtcdBackendReader.open(file, { requireSnapshotHash: flags.get("skip-hash-check") !== "true" });
+  const requireHash = flags.get("skip-hash-check") !== "true";
+  // etcetera's SQLite backend is converted beside the data dir to be (its disk, not /tmp's, has room for it).
+  mkdirSync(dirname(resolve(dataDir)), { recursive: true });
+  const image = await sqliteImageOf(file, requireHash, dirname(resolve(dataDir)));
+  let source: EtcdBackendReader;
+  try {
+    source = EtcdBackendReader.open(image?.path ?? file, { requireSnapshotHash: image === undefined && requireHash });
+  } catch (err) {
+    image?.dispose();
+    throw err;
+  }
   // Written beside the data dir and renamed into place: a failed restore leaves no data dir behind.
   const staging = join(dirname(resolve(dataDir)), `.${name}.etcetera-restore-${process.pid}`);
   rmSync(staging, { recursive: true, force: true });
@@ -195,7 +226,6 @@ async function restore(args: readonly string[], out: Out): Promise<void> {
       hardState: { term: 1, vote: 0n, commit: index },
       tail: [],
     });
-    mkdirSync(dirname(resolve(dataDir)), { recursive: true });
     renameSync(staging, dataDir);
     await fsyncDir(dirname(resolve(dataDir)));
   } catch (err) {
@@ -203,6 +233,7 @@ async function restore(args: readonly string[], out: Out): Promise<void> {
     throw err;
   } finally {
     source.close();
+    image?.dispose();
   }
   log("restored snapshot", { path: file, "data-dir": dataDir });
 }

@@ -1,9 +1,10 @@
 /**
- * The snapshot format etcetera wrote before its snapshots became etcd's: `etcdctl snapshot save`
- * against an etcetera older than the bbolt writer (src/server/etcd_snapshot.ts, commit 720c826) got
- * the member's SQLite backend image followed by its SHA-256. That image is etcetera's own schema of
- * that time, not etcd's data: the snapshot tools do not read it, but name it instead of calling it
- * a broken bbolt file, and say what to do.
+ * etcetera's own SQLite backend where etcd's bbolt file is read: a member's `member/snap/db`, or the
+ * snapshot format etcetera wrote before its snapshots became etcd's (`etcdctl snapshot save`
+ * against an etcetera older than the bbolt writer, commit 720c826, got that SQLite file followed by
+ * its SHA-256). etcetera's `snapshot status` and `snapshot restore` read it
+ * (src/server/sqlite_image.ts); the readers of etcd's format name it instead of calling it a broken
+ * bbolt file, and say which tool reads it.
  */
 import { closeSync, openSync, readSync } from "node:fs";
 import { EtcdFileError } from "./file_error.js";
@@ -22,12 +23,12 @@ export function isSqliteFile(path: string): boolean {
   }
 }
 
-/** Throws an EtcdFileError naming the file and the format if `path` is an old etcetera SQLite snapshot. */
+/** Throws an EtcdFileError naming the file and the format if `path` is an etcetera SQLite backend or snapshot. */
 export function refuseSqliteSnapshot(path: string): void {
   if (!isSqliteFile(path)) return;
   throw new EtcdFileError(
     path,
     0,
-    "an etcetera SQLite snapshot (the format etcetera's Maintenance.Snapshot sent before it wrote etcd 3.4's bbolt format), not an etcd snapshot: it cannot be read or restored; take a new one with 'etcdctl snapshot save' from a running member",
+    "an etcetera SQLite backend (a member's member/snap/db, or a snapshot etcetera sent before it wrote etcd 3.4's bbolt format), not etcd's bbolt format: read it with etcetera's 'node dist/server.js snapshot status|restore', or take an etcd-format snapshot with 'etcdctl snapshot save' from a running member",
   );
 }
