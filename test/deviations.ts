@@ -246,10 +246,4 @@ export const BEHAVIOUR_DEVIATIONS: Readonly<Record<string, BehaviourDeviation>> 
     ours: "UNIMPLEMENTED",
     why: "see FRAME_DEVIATIONS (unknown-path); the frame cases' own expectation is etcetera's",
   },
-  "watch-progress-request-unsynced": {
-    where: "test/reliability/chaos_runner.ts",
-    etcd: "answers WatchProgressRequest with the current revision even to unsynced watchers (etcd issue #15220, fixed by PR #15237 after 3.4.23), so its progress can run ahead of queued events",
-    ours: "answers progress only once the watcher is synced",
-    why: "an etcd bug: chaos runs against etcd use timed progress notifications (1 s) instead of progress requests",
-  },
 };

@@ -8,7 +8,7 @@
  *   kv.range(req)                                      // serializable / linearizable local reads
  *   kv.deleteKeys(keys)                                // lease revoke: one revision
  *   (KvStore.open({ path }) opens a backend of its own: tests and tools)
- *   watchable.watchStream() → watch/cancel/requestProgress, next() / for await / setHandler
+ *   watchable.watchStream() → watch/cancel, next() / for await / setHandler
  */
 export * from './types.js';
 export * from './errors.js';

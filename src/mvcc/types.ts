@@ -121,7 +121,9 @@ export function leaseOf(n: number | bigint | null | undefined): LeaseId {
  * A watch id (etcdserverpb.WatchCreateRequest/WatchCancelRequest/WatchResponse.watch_id, etcd's
  * mvcc.WatchID): an int64, exact in the same one representation as LeaseId, so a client-chosen id
  * above 2^53 keys the stream's watchers and comes back in its responses unchanged. 0 asks the
- * stream to choose (etcd's AutoWatchID); -1 is the id of a refused create and of a progress response.
+ * stream to choose (etcd's AutoWatchID); every other value, -1 and the other negatives too, is the
+ * client's to choose, as in etcd 3.4. On the wire etcd also answers a refused create and a progress
+ * request with watch id -1 (the server's API edge writes those); inside mvcc no id is reserved.
  */
 export type WatchId = number | bigint;
 

@@ -33,9 +33,6 @@ export interface WatchCreate {
 export interface WatchHost {
   addWatcher(w: Watcher): void;
   removeWatcher(w: Watcher): void;
-  currentRevision(): number;
-  /** All of this stream's watchers are synced (for progress requests). */
-  allSynced(ws: Iterable<Watcher>): boolean;
   /** The buffer has room again: parked watchers may be caught up now. */
   kick(): void;
   /** prev_kv lookup: the key's kv at `rev`, if still readable. */
@@ -56,8 +53,6 @@ export class WatchStream implements WatcherSink {
   private paused = false;
   private draining = false;
   private waiter: ((r: WatchResponse | null) => void) | null = null;
-  /** A progress request waits until every watcher is synced (etcd RequestProgressAll). */
-  progressPending = false;
 
   constructor(
     private readonly host: WatchHost,
@@ -109,19 +104,6 @@ export class WatchStream implements WatcherSink {
     this.watchers.delete(w.id);
     this.host.removeWatcher(w);
     return true;
-  }
-
-  /** Asks for a progress response (watchId -1) once every watcher of the stream is synced. */
-  requestProgress(): void {
-    this.progressPending = true;
-    this.flushProgress();
-  }
-
-  /** Sends the pending progress response if possible (called by the store after syncs). */
-  flushProgress(): void {
-    if (!this.progressPending || this.closed) return;
-    if (!this.host.allSynced(this.watchers.values())) return;
-    if (this.trySend({ watchId: -1, events: [], revision: this.host.currentRevision() })) this.progressPending = false;
   }
 
   liveWatchers(): IterableIterator<Watcher> {
@@ -239,8 +221,11 @@ export class WatchStream implements WatcherSink {
         this.head = 0;
       }
       if (this.queued === Math.floor(this.bufferMax / 2)) this.host.kick();
+      // Every response here is a watcher's (a progress request is answered at the API edge, not
+      // through this buffer), so a response whose watcher was canceled meanwhile is dropped,
+      // whatever its id: -1 is an id like any other.
       const w = this.watchers.get(r.watchId);
-      if (r.watchId !== -1 && !r.canceled && w === undefined) continue;
+      if (!r.canceled && w === undefined) continue;
       if (w !== undefined && w.prevKv && r.events.length > 0) return { ...r, events: r.events.map((e) => this.withPrevKv(e)) };
       return r;
     }

@@ -121,11 +121,11 @@ export class WatchableStore implements WatchHost {
     return n;
   }
 
-  // ---- WatchHost
-
   currentRevision(): number {
     return this.kv.currentRevision();
   }
+
+  // ---- WatchHost
 
   addWatcher(w: Watcher): void {
     const cur = this.kv.currentRevision();
@@ -148,12 +148,6 @@ export class WatchableStore implements WatchHost {
     else if (w.state === WatcherState.COMPACTED) this.compacted--;
     w.state = WatcherState.CANCELED;
     this.progressWatchers.delete(w);
-  }
-
-  allSynced(ws: Iterable<Watcher>): boolean {
-    // A watcher dropped by compaction waits for nothing.
-    for (const w of ws) if (w.state !== WatcherState.SYNCED && w.state !== WatcherState.COMPACTED) return false;
-    return true;
   }
 
   kick(): void {
@@ -219,10 +213,7 @@ export class WatchableStore implements WatchHost {
   /** One bounded catch-up pass (etcd syncWatchers). */
   syncPass(): void {
     if (this.closed || this.kv.isClosed) return;
-    if (this.unsynced.size === 0) {
-      this.flushProgressRequests();
-      return;
-    }
+    if (this.unsynced.size === 0) return;
     const cur = this.kv.currentRevision();
     // etcd's compactMainRev: -1 until the first compaction, which makes a start of -2 or below a
     // compacted watcher (canceled with compact_revision -1) as in etcd 3.4.
@@ -264,7 +255,6 @@ export class WatchableStore implements WatchHost {
       const { events, lastRev } = this.readEvents(minRev, cur);
       for (const w of chosen) if (this.deliverCatchUp(w, events, lastRev, cur)) progressed = true;
     }
-    this.flushProgressRequests();
     if (this.unsynced.size > 0) this.scheduleSync(progressed);
   }
 
@@ -330,10 +320,6 @@ export class WatchableStore implements WatchHost {
     this.unsynced.delete(w);
     w.state = WatcherState.SYNCED;
     this.synced.add(w);
-  }
-
-  private flushProgressRequests(): void {
-    for (const s of this.streams) if (s.progressPending) s.flushProgress();
   }
 
   /** Periodic progress notification for synced, idle watchers that asked for it. */

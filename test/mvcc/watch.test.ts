@@ -271,17 +271,37 @@ describe('watchable store', () => {
     expect(fastGot.flatMap((r) => r.events.map((e) => e.kv.modRevision))).toEqual(revs);
   });
 
-  it('progress: requestProgress answers with watchId -1 once synced; progress_notify ticks idle watchers', async () => {
+  it('progress: progress_notify ticks idle synced watchers under their own id, -1 included', async () => {
     const { kv, ws } = setup();
     kv.put({ key: b('x'), value: b('1') });
     const st = ws.watchStream();
     st.watch({ key: b('a'), startRevision: 1, progressNotify: true });
-    st.requestProgress();
-    const [first] = await drainUntil(st, (r) => r.length >= 1);
-    expect(first).toEqual({ watchId: -1, events: [], revision: 2 });
+    st.watch({ key: b('a'), progressNotify: true, id: -1 });
+    // The first watcher's catch-up pass (nothing for 'a') makes it synced: idle ticks skip unsynced ones.
+    for (let i = 0; ws.unsyncedCount > 0; i++) {
+      expect(i).toBeLessThan(100);
+      await macrotask();
+    }
     ws.progressTick();
-    const [tick] = await drainUntil(st, (r) => r.length >= 1);
-    expect(tick).toEqual({ watchId: 0, events: [], revision: 2 });
+    const ticks = await drainUntil(st, (r) => r.length >= 2);
+    expect(ticks.sort((x, y) => Number(x.watchId) - Number(y.watchId))).toEqual([
+      { watchId: -1, events: [], revision: 2 },
+      { watchId: 0, events: [], revision: 2 },
+    ]);
+  });
+
+  it('-1 is an id like any other: a canceled watcher -1 gets nothing more, even what was queued for it', async () => {
+    const { kv, ws } = setup();
+    const st = ws.watchStream();
+    expect(st.watch({ key: b('a'), id: -1 })).toBe(-1);
+    expect(st.watch({ key: b('a') })).toBe(0);
+    kv.put({ key: b('a'), value: b('1') });
+    // Both responses are queued; the cancel drops watcher -1's before anyone reads it.
+    expect(st.queued).toBe(2);
+    expect(st.cancel(-1)).toBe(true);
+    const rs = await drainUntil(st, (r) => r.length >= 1);
+    expect(rs.map((r) => r.watchId)).toEqual([0]);
+    expect(st.queued).toBe(0);
   });
 
   it('handler mode delivers in order and pauses when the handler says so', async () => {

@@ -51,11 +51,11 @@ export interface ChaosOptions {
   heartbeatMs?: number;
   electionMs?: number;
   /**
-   * Whether watchers send WatchProgressRequest. Default: yes for etcetera; no for etcd 3.4.23,
-   * which answers them with the current revision even to unsynced watchers — etcd issue #15220,
-   * fixed by etcd PR #15237 in later releases — so its progress notifications can be ahead of the
-   * events still queued. etcd then gets timed progress notifications every second instead.
-   * deviation: watch-progress-request-unsynced (test/deviations.ts)
+   * Whether watchers send WatchProgressRequest. Default: no, on both targets: etcd 3.4.23 answers
+   * them at once with the current revision even to unsynced watchers — etcd issue #15220, fixed
+   * by etcd PR #15237 in later releases — and etcetera answers as 3.4 does, so the answer can be
+   * ahead of events still on their way (the checker would call that progress-ahead). Both get
+   * timed progress notifications every second instead (per watcher, only once it is synced).
    */
   progressRequests?: boolean;
   /** TLS on both ports, client and peer certificates required (chaos_tls.ts; the proxies terminate and re-encrypt, tls_proxy.ts). */
@@ -155,13 +155,13 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   mkdirSync(outDir, { recursive: true });
   const r = rng(opts.seed);
   log(`chaos: seed=${opts.seed} target=${TARGET_ETCD ? "etcd" : "etcetera"}${opts.tls === true ? " tls=both-ports" : ""} duration=${opts.durationS}s faults=${opts.faults.join(",")} out=${outDir}`);
-  const progressRequests = opts.progressRequests ?? !TARGET_ETCD;
+  const progressRequests = opts.progressRequests ?? false;
   if (opts.serverBug !== undefined && TARGET_ETCD) throw new Error("a server-side test bug can only be planted in etcetera");
   const cluster = await ChaosCluster.create({
     size: 3,
     heartbeatMs: opts.heartbeatMs ?? 100,
     electionMs,
-    extraArgs: [...(TARGET_ETCD ? ["--experimental-watch-progress-notify-interval=1s"] : []), ...(opts.faults.includes("farbehind") ? farBehindArgs() : [])],
+    extraArgs: ["--experimental-watch-progress-notify-interval=1s", ...(opts.faults.includes("farbehind") ? farBehindArgs() : [])],
     env: opts.serverBug !== undefined ? { ETCETERA_TEST_BUG: opts.serverBug, ETCETERA_TEST_BUGS_ALLOWED: "1" } : {},
     // The power-loss fault needs every data dir on lazyfs; the other faults run on plain disks.
     powerLoss: opts.faults.includes("powerloss"),

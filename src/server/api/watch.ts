@@ -23,6 +23,13 @@ import { header } from "./header.js";
 
 /** The id etcd answers with when a create fails (mvcc returns -1 with the error). */
 const INVALID_WATCH_ID = -1;
+/**
+ * The id of etcd 3.4's answer to a progress request ("not associated with any WatchId"). Only
+ * this edge writes it, and not through the watchers' buffer: a client may choose -1 for a watcher
+ * of its own (etcd 3.4 takes any id but 0), and inside etcetera that watcher and this answer never
+ * meet; on the wire they look alike, as they do in etcd.
+ */
+const PROGRESS_WATCH_ID = -1;
 /** etcd's maxNoLeaderCnt: election timeouts without a leader before `hasleader` streams end. */
 const MAX_NO_LEADER_COUNT = 3;
 
@@ -232,7 +239,7 @@ class ServerWatchStream implements LeaderBound {
   private handle(req: WatchRequest): void {
     if (req.createRequest != null) this.create(req.createRequest);
     else if (req.cancelRequest != null) this.cancel(req.cancelRequest.watchId ?? 0);
-    else if (req.progressRequest != null) this.ws.requestProgress();
+    else if (req.progressRequest != null) this.progress();
     // An empty request is ignored, as etcd does.
   }
 
@@ -256,6 +263,16 @@ class ServerWatchStream implements LeaderBound {
     }
     if (creq.fragment) this.fragmented.add(id);
     this.control({ header: header(this.s, rev), watchId: id, created: true });
+  }
+
+  /**
+   * etcd 3.4's recvLoop answers a progress request at once, on the control path: the store's
+   * current revision and watch id -1, nothing else. It does not wait for the stream's watchers to
+   * catch up (that is 3.5's RequestProgressAll), so the revision may be ahead of events a watcher
+   * still has to receive; a client that needs "seen everything up to R" uses progress_notify.
+   */
+  private progress(): void {
+    this.control({ header: header(this.s), watchId: PROGRESS_WATCH_ID });
   }
 
   private cancel(id: WatchId): void {
