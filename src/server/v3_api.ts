@@ -237,15 +237,37 @@ export class V3Api implements V3Server {
   async leaseTimeToLive(req: { ID: LeaseId; keys: boolean; token?: string }): Promise<{ ID: LeaseId; TTL: number; grantedTTL: number; keys: Uint8Array[] }> {
     if (!this.o.raft.isLeader()) {
       const { leader, url } = this.leaderUrl();
-      // The caller's token goes along: with auth on the leader authorizes the call again, and
-      // without it refused every forwarded call ("user name is empty").
-      const r = await this.o.leaderClient.timeToLive(leader, url, { ID: req.ID, keys: req.keys }, req.token);
-      return { ID: r.ID, TTL: r.TTL, grantedTTL: r.grantedTTL, keys: r.keys };
+      if (req.token !== undefined || this.ai === undefined || !req.keys) {
+        // The caller's token goes along: with auth on the leader authorizes the call again, and
+        // without it refused every forwarded call ("user name is empty").
+        const r = await this.o.leaderClient.timeToLive(leader, url, { ID: req.ID, keys: req.keys }, req.token);
+        return { ID: r.ID, TTL: r.TTL, grantedTTL: r.grantedTTL, keys: r.keys };
+      }
+      return this.leaseTimeToLiveForCertificateUser(leader, url, req.ID);
     }
     const t = this.o.lessor.timeToLive(req.ID, { keys: req.keys });
     // etcd 3.4.26+ (CVE-2023-32082): the attached keys are shown only to a user who may read them all.
     if (req.keys) for (const key of t.keys) this.o.auth.isRangePermitted(this.ai, key, undefined);
     return { ID: t.id, TTL: t.ttlSec, grantedTTL: t.grantedTtlSec, keys: t.keys };
+  }
+
+  /**
+   * LeaseTimeToLive with keys on a follower for a caller known only by its client certificate's CN
+   * (no token): a CN cannot travel on the forwarded call as a token does (etcd forwards this request
+   * over the peer port, where no user is checked). The leader gives the TTLs, which need no user;
+   * the attached keys are this member's, read once it has applied everything the leader had
+   * committed (a ReadIndex round, as a linearizable read), and checked against the caller's read
+   * permission here, as the leader checks them for a token's user.
+   */
+  private async leaseTimeToLiveForCertificateUser(leader: NodeId, url: string, id: LeaseId): Promise<{ ID: LeaseId; TTL: number; grantedTTL: number; keys: Uint8Array[] }> {
+    const r = await this.o.leaderClient.timeToLive(leader, url, { ID: id, keys: false });
+    if (r.TTL === -1) return { ID: r.ID, TTL: r.TTL, grantedTTL: r.grantedTTL, keys: [] };
+    await this.o.readIndex.notify();
+    const local = this.o.lessor.timeToLive(id, { keys: true });
+    // Revoked between the leader's answer and the ReadIndex: the lease is gone, as the leader would now say.
+    if (local.ttlSec === -1) return { ID: id, TTL: -1, grantedTTL: 0, keys: [] };
+    for (const key of local.keys) this.o.auth.isRangePermitted(this.ai, key, undefined);
+    return { ID: r.ID, TTL: r.TTL, grantedTTL: r.grantedTTL, keys: local.keys };
   }
 
   leaseLeases(): LeaseId[] {

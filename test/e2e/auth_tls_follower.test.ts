@@ -1,0 +1,115 @@
+/**
+ * LeaseTimeToLive with --keys on a follower, for a caller known only by its client certificate's CN
+ * (--client-cert-auth, auth on, no token). etcd forwards the request to the leader over the peer
+ * port; etcetera forwarded it over the leader's client port with the caller's token, and a CN cannot
+ * go that way: the leader refused it ("user name is empty"). Three members with TLS on both ports,
+ * certificates made with openssl in the test; E2E_TARGET=etcd runs the same against real etcd.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { enableAuthWithRootAndU1 } from "./auth_setup.js";
+import { etcdctl, eventually, Member } from "./harness.js";
+import { type Ca, type Leaf, makeCa, makeLeaf } from "./tls_certs.js";
+import { peerTlsCluster } from "./tls_process.js";
+
+const dir = mkdtempSync(join(tmpdir(), "etcetera-auth-tls-follower-"));
+let ca: Ca;
+let rootCert: Leaf;
+let u1Cert: Leaf;
+let ghostCert: Leaf;
+const members: Member[] = [];
+let endpoints: string[] = [];
+
+const tls = (leaf: Leaf) => [`--cacert=${ca.cert}`, `--cert=${leaf.cert}`, `--key=${leaf.key}`];
+
+async function ok(endpoint: string, leaf: Leaf, ...args: string[]): Promise<string> {
+  const r = await etcdctl(endpoint, [...tls(leaf), ...args]);
+  if (r.code !== 0) throw new Error(`etcdctl ${args.join(" ")} on ${endpoint} failed (${r.code}): ${r.stderr}\n${members.map((m) => m.log.slice(-2000)).join("\n")}`);
+  return r.stdout;
+}
+
+beforeAll(async () => {
+  ca = makeCa(dir, "ca");
+  rootCert = makeLeaf(ca, "root", []);
+  u1Cert = makeLeaf(ca, "u1", []);
+  ghostCert = makeLeaf(ca, "ghost", []);
+  const specs = await peerTlsCluster(join(dir, "cluster"), 3, "auth-tls-follower", "https");
+  for (const s of specs) {
+    const leaf = makeLeaf(ca, `member-${s.name}`);
+    const files = [`--cert-file=${leaf.cert}`, `--key-file=${leaf.key}`, `--trusted-ca-file=${ca.cert}`, "--client-cert-auth"];
+    const m = new Member({ name: s.name, clientPort: s.clientPort, peerPort: s.peerPort, dataDir: s.dataDir }, [
+      ...s.args,
+      ...files,
+      `--peer-cert-file=${leaf.cert}`,
+      `--peer-key-file=${leaf.key}`,
+      `--peer-trusted-ca-file=${ca.cert}`,
+      "--peer-client-cert-auth",
+    ]);
+    members.push(m);
+    m.start();
+  }
+  await Promise.all(members.map((m) => m.waitReady(60_000)));
+  endpoints = specs.map((s) => `https://127.0.0.1:${s.clientPort}`);
+  await enableAuthWithRootAndU1((...args) => ok(endpoints[0]!, rootCert, ...args));
+}, 90_000);
+
+afterAll(async () => {
+  await Promise.all(members.map((m) => m.kill()));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** The endpoints of the members that are not the leader, once all three agree on one. */
+async function followerEndpoints(): Promise<string[]> {
+  return eventually(
+    async () => {
+      const st = await Promise.all(
+        endpoints.map(async (ep) => JSON.parse(await ok(ep, rootCert, "endpoint", "status", "-w", "json")) as Array<{ Status: { header: { member_id: number }; leader: number } }>),
+      );
+      const leaders = new Set(st.map((s) => String(s[0]!.Status.leader)));
+      if (leaders.size !== 1) return undefined;
+      return endpoints.filter((_ep, i) => String(st[i]![0]!.Status.header.member_id) !== [...leaders][0]);
+    },
+    30_000,
+    "one agreed leader",
+  );
+}
+
+describe("lease timetolive --keys through a follower, as the certificate's user", () => {
+  it("answers CN=root and CN=u1 (allowed on the keys) with the attached keys, from every follower", async () => {
+    const grant = await ok(endpoints[0]!, rootCert, "lease", "grant", "600");
+    const id = /lease ([0-9a-f]+) granted/.exec(grant)?.[1];
+    expect(id, grant).toBeDefined();
+    await ok(endpoints[0]!, u1Cert, "put", "app/k", "v", `--lease=${id}`);
+    const followers = await followerEndpoints();
+    expect(followers).toHaveLength(2);
+    for (const ep of followers) {
+      for (const [who, cert] of [["root", rootCert], ["u1", u1Cert]] as const) {
+        const out = await ok(ep, cert, "lease", "timetolive", id!, "--keys");
+        expect(out, `CN=${who} on ${ep}`).toMatch(new RegExp(`^lease ${id} granted with TTL\\(600s\\), remaining\\(\\d+s\\), attached keys\\(\\[app/k\\]\\)`));
+        // Without --keys, too.
+        expect(await ok(ep, cert, "lease", "timetolive", id!)).toMatch(new RegExp(`^lease ${id} granted with TTL\\(600s\\), remaining\\(\\d+s\\)\\n$`));
+      }
+      // A lease that does not exist is reported as etcd reports it, with --keys as without.
+      expect(await ok(ep, u1Cert, "lease", "timetolive", "1234abcd", "--keys")).toBe("lease 000000001234abcd already expired\n");
+    }
+    // A key written later is seen by the next call at once (the follower read its keys after a ReadIndex).
+    await ok(endpoints[0]!, u1Cert, "put", "app/k2", "v", `--lease=${id}`);
+    for (const ep of followers) expect(await ok(ep, u1Cert, "lease", "timetolive", id!, "--keys")).toContain("attached keys([app/k app/k2])");
+  });
+
+  it("a CN that names no user is not shown the keys on a follower", async () => {
+    const grant = await ok(endpoints[0]!, rootCert, "lease", "grant", "600");
+    const id = /lease ([0-9a-f]+) granted/.exec(grant)?.[1];
+    await ok(endpoints[0]!, rootCert, "put", "app/ghost", "v", `--lease=${id}`);
+    const followers = await followerEndpoints();
+    const leader = endpoints.find((ep) => !followers.includes(ep))!;
+    // The same answer on the leader and on a follower: what etcd's own member answers this caller.
+    const onLeader = await etcdctl(leader, [...tls(ghostCert), "lease", "timetolive", id!, "--keys"]);
+    for (const ep of followers) {
+      const r = await etcdctl(ep, [...tls(ghostCert), "lease", "timetolive", id!, "--keys"]);
+      expect({ code: r.code, out: r.stdout, err: r.stderr.trim().split("\n").at(-1) }).toEqual({ code: onLeader.code, out: onLeader.stdout, err: onLeader.stderr.trim().split("\n").at(-1) });
+    }
+  });
+});
