@@ -110,6 +110,8 @@ export class Backend {
   private autoCheckpoint = false;
   /** A VACUUM runs on a worker (defragmentOffThread): the backend is held, nothing may write it. */
   private defragging = false;
+  /** A received delta is being applied in its own transaction (applyInPlace): nothing else may write or commit. */
+  private applyingInPlace = false;
 
   private constructor(path: string, opts: BackendOptions) {
     this.path = path;
@@ -157,7 +159,10 @@ export class Backend {
         invariant(db === this.db, "write through the handle of a replaced connection");
         this.pending += n;
       },
-      () => invariant(!this.defragging, "write to the backend while a defrag holds it"),
+      () => {
+        invariant(!this.defragging, "write to the backend while a defrag holds it");
+        invariant(!this.applyingInPlace, "write to the backend while a delta is applied to it");
+      },
     );
   }
 
@@ -191,7 +196,7 @@ export class Backend {
   }
 
   private commitIfPending(): void {
-    if (this.defragging) return; // the batch resumes after the VACUUM (defragmentOffThread)
+    if (this.defragging || this.applyingInPlace) return; // the batch resumes after the VACUUM (defragmentOffThread) or the delta
     if (!this.closed && this.pending > 0) this.forceCommit();
     if (!this.closed && !this.checkpointer.running) this.checkpointer.maybeStart(fileBytes(`${this.path}-wal`));
   }
@@ -206,6 +211,7 @@ export class Backend {
   private commitBatch(): void {
     invariant(!this.closed, "backend is closed");
     invariant(!this.defragging, "commit while a defrag holds the backend");
+    invariant(!this.applyingInPlace, "commit while a delta is applied to the backend");
     invariant(this.db.inTransaction, "batch transaction must be open");
     const startMs = this.timings === undefined ? 0 : performance.now();
     for (const s of this.stores) s.preCommit?.();
@@ -303,6 +309,50 @@ export class Backend {
     await this.checkpointer.checkpoint();
     await this.checkpointer.stop();
     this.replaceFile(imagePath, "move");
+  }
+
+  /**
+   * Applies a received delta to the file in place (Snapshots.install of an incremental snapshot):
+   * the batch is committed, then `write` runs in one transaction of its own on the main
+   * connection (BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when it throws), so a crash or power cut
+   * leaves the delta applied whole or not at all. `write` yields to the event loop between its
+   * pages; meanwhile nothing else may write or commit (an invariant refuses it; the batch timer
+   * waits, and KvStore's compaction waits on applyInProgress), and reads on the main connection
+   * see the old rows plus rows no index points at yet. Then the stores recover from the file as
+   * after a restore: the key index rebuilt a page at a time first (prepareInstall on the file
+   * itself, a read-only connection of its own), adopted by the recovery. Durability is the
+   * caller's: sync() after.
+   */
+  async applyInPlace(write: (db: Database.Database) => Promise<void>): Promise<void> {
+    invariant(!this.closed, "backend is closed");
+    invariant(!this.defragging && !this.applyingInPlace, "delta applied while the backend is held");
+    this.commitBatch();
+    this.applyingInPlace = true;
+    const db = this.db;
+    try {
+      db.exec("BEGIN IMMEDIATE");
+      try {
+        await write(db);
+        invariant(db === this.db, "backend replaced while a delta was applied to it");
+        db.exec("COMMIT");
+      } catch (e) {
+        if (db.inTransaction) db.exec("ROLLBACK");
+        throw e;
+      }
+      for (const s of this.stores) await s.prepareInstall?.(this.path);
+    } finally {
+      this.applyingInPlace = false;
+      this.begin.run();
+    }
+    for (const s of this.stores) {
+      this.tx.ensureSchema(s.schema);
+      s.recover(this.tx);
+    }
+  }
+
+  /** Whether a delta is being applied (applyInPlace in progress): background writers wait. */
+  get applyInProgress(): boolean {
+    return this.applyingInPlace;
   }
 
   private replaceFile(snapshotPath: string, how: "copy" | "move"): void {

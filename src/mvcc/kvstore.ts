@@ -458,7 +458,7 @@ export class KvStore implements StoreCore {
       index: this.index,
       backend: this.backend,
       isOpen: () => !this.closed && epoch === this.epoch,
-      mayRun: () => this.hashing === 0 && !this.readsBelow(rev),
+      mayRun: () => this.hashing === 0 && !this.readsBelow(rev) && !this.shared.applyInProgress,
     };
     const opts = { batchKeys: this.opts.compactionBatchKeys ?? 1000, sleepMs: this.opts.compactionSleepMs ?? 10, stats: this.timings?.compaction };
     const job = this.compactionChain.then(() => runCompaction(target, rev, opts));
@@ -526,10 +526,30 @@ export class KvStore implements StoreCore {
     }
   }
 
-  private async hashKVSliced(rev: number, chunkRows: number): Promise<HashKvResult> {
+  /**
+   * This store's backend as the base of an incremental snapshot (server/snapshot_delta.ts): what
+   * a leader needs to know of it to send only what changed since.
+   */
+  deltaBase(): { consistentIndex: number; revision: number; maxRev: number; compactRevision: number } {
     this.assertOpen();
-    const compactRev = this.compactMainRev;
-    if (rev > 0 && rev <= compactRev) throw new ErrCompacted();
+    return { consistentIndex: this.ci, revision: this.currentRev, maxRev: this.backend.maxRev(), compactRevision: this.compactMainRev };
+  }
+
+  /**
+   * HashKV at `rev` computed at compaction revision `compactRev` (at or above this store's):
+   * what a leader computed for a delta's base, whatever each side's own compaction progress.
+   * Sliced as hashKVAsync.
+   */
+  async hashAtCompaction(rev: number, compactRev: number, chunkRows = 10_000): Promise<number> {
+    invariant(compactRev >= this.compactMainRev, `hash at compaction ${compactRev}, below the store's ${this.compactMainRev}`);
+    return (await this.hashKVSliced(rev, chunkRows, compactRev)).hash;
+  }
+
+  private async hashKVSliced(rev: number, chunkRows: number, compactAt?: number): Promise<HashKvResult> {
+    this.assertOpen();
+    const compactRev = compactAt ?? this.compactMainRev;
+    // A delta's base may be compacted at its own revision (hashAtCompaction): only kept rows count then.
+    if (rev > 0 && (compactAt === undefined ? rev <= compactRev : rev < compactRev)) throw new ErrCompacted();
     if (rev > 0 && rev > this.currentRev) throw new ErrFutureRev();
     const at = rev === 0 ? this.currentRev : rev;
     const result = { revision: this.currentRev, compactRevision: compactRev };

@@ -65,7 +65,7 @@ import { RaftLoop } from "./raft_loop.js";
 import { RaftStorage } from "./raft_storage.js";
 import { ReadIndex } from "./read_index.js";
 import { walSegmentSizeOption } from "./wal_segment_size.js";
-import { readGateWithBugs, type TestBug } from "./test_bugs.js";
+import { readGateWithBugs, testDeltaPageDelayMs, type TestBug } from "./test_bugs.js";
 import { Snapshots } from "./snapshots.js";
 import { Transport } from "./transport/transport.js";
 import { V3Api } from "./v3_api.js";
@@ -238,6 +238,12 @@ export class EtcdServer {
       logger: this.logger,
       registry,
       timings: snapshotDbTimings(registry),
+      delta: {
+        base: () => this.kv.deltaBase(),
+        keep: (rev) => this.kv.index.keep(rev),
+        hashAt: (rev, compactRev) => this.kv.hashAtCompaction(rev, compactRev),
+      },
+      testDeltaPageDelayMs: testDeltaPageDelayMs(process.env),
     });
     if (snapshot !== undefined) await this.snapshots.recoverAtStart(snapshot);
     if (existed && c.ops.forceNewCluster) {
@@ -324,6 +330,7 @@ export class EtcdServer {
         this.transport.send(msgs);
       },
       sendSnapshot: (m, body) => this.transport.sendSnapshot(m, body),
+      snapshotBase: (to) => this.transport.snapshotBase(to),
       apply: (e) => {
         const startMs = performance.now();
         const applied = applier.apply(e);
@@ -468,6 +475,8 @@ export class EtcdServer {
       tls: peerTransportTls(c.tls.peer, c.dataDir, c.listenPeerUrls),
       registry,
       snapshotSink: (from, m, totalBytes) => this.snapshots.receive(from, m, totalBytes),
+      // A member installing a snapshot has no settled base to offer: the leader sends the full image.
+      snapshotBase: () => (this.snapshots.installing ? undefined : this.kv.deltaBase()),
     });
     this.onRemoved = o.onRemoved;
     await this.transport.start();

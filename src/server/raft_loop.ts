@@ -28,6 +28,7 @@ import type { RaftStorage } from "./raft_storage.js";
 import type { ReadIndex } from "./read_index.js";
 import type { Snapshots } from "./snapshots.js";
 import type { SnapshotBody } from "./transport/snapshot_body.js";
+import type { SnapshotBase } from "./snapshot_delta_format.js";
 import type { WaitTime } from "./wait_time.js";
 
 /** Entries applied per turn before yielding to the event loop. */
@@ -42,6 +43,8 @@ export interface RaftLoopOptions {
   send(msgs: Message[]): void;
   /** Sends a merged MsgSnap whose data is read from `body` as it goes out. */
   sendSnapshot(m: Message, body: SnapshotBody): void;
+  /** Asks the follower what its backend holds, so only what changed is sent (issue 19); undefined: the full image. */
+  snapshotBase?(to: NodeId): Promise<SnapshotBase | undefined>;
   /** Applies one committed entry; returns the request id and outcome when a handler may wait. */
   apply(e: Entry): { id: number; outcome: ApplyOutcome } | undefined;
   proposals: Proposals;
@@ -271,7 +274,8 @@ export class RaftLoop {
 
   private async sendSnapshot(m: Message): Promise<void> {
     try {
-      const { message, body } = await this.o.snapshots.image(m);
+      const base = await this.o.snapshotBase?.(m.to);
+      const { message, body } = await this.o.snapshots.image(m, base);
       this.o.sendSnapshot(message, body);
     } catch (err) {
       this.o.logger.warn({ to: formatId(m.to), err: String(err) }, "failed to send snapshot");

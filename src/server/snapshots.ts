@@ -13,6 +13,15 @@
  *   store recovers); nothing is copied or read whole;
  * - recoverAtStart: a crash between staging and installing leaves the backend behind the WAL's
  *   snapshot: the staged image is installed before the log is replayed.
+ *
+ * Incremental snapshots (issue 19, snapshot_delta.ts): when the follower answered the leader's
+ * base request (its consistent index, revision, compaction), `image` sends only what changed
+ * since, if the follower's base qualifies; otherwise, or when a delta for the same base was sent
+ * before and did not take (refused, cut, or failed), the full image. A received delta is checked
+ * three times against the backend it applies to: on arrival (its checksum, the base's identity and
+ * HashKV, before it is acknowledged and handed to raft), at stage (identity, before raft persists
+ * its marker; the backend is made durable at the base then, so a cut after the marker finds the
+ * base the delta needs), and at install, inside the one transaction that applies it.
  */
 import type { NodeId } from "../raft/types.js";
 import { randomBytes } from "node:crypto";
@@ -21,6 +30,8 @@ import { type FileHandle, open, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Registry } from "prom-client";
 import type { Backend } from "../backend/backend.js";
+import { applyDelta, DeltaBaseMismatchError, planDelta, writeDelta } from "./snapshot_delta.js";
+import { type DeltaHeader, isDelta, type SnapshotBase, verifyDelta } from "./snapshot_delta_format.js";
 import type { ConfState, Message, Snapshot } from "../raft/types.js";
 import type { SnapshotChunk } from "../etcd_format/index.js";
 import { streamBackendSnapshot } from "./etcd_snapshot.js";
@@ -29,7 +40,7 @@ import type { Logger } from "./logger.js";
 import { formatId } from "./member.js";
 import type { RaftStorage } from "./raft_storage.js";
 import { snapshotMetrics, type SnapshotMetrics } from "./snapshot_metrics.js";
-import { fileSnapshotBody, type SnapshotBody } from "./transport/snapshot_body.js";
+import { fileSnapshotBody, type SnapshotBody, type SnapshotKind } from "./transport/snapshot_body.js";
 import type { SnapshotSink } from "./transport/snapshot_sink.js";
 
 /**
@@ -42,6 +53,19 @@ const OUTGOING = "outgoing-";
 const INCOMING = "incoming-";
 const TEMP_SUFFIX = ".db.tmp";
 const IMAGE_SUFFIX = ".snap.db";
+const DELTA_SUFFIX = ".snap.delta";
+
+/** The kv store's side of incremental snapshots (KvStore's deltaBase, index keep, hashAtCompaction). */
+export interface DeltaStore {
+  /** This member's backend as a delta's base. */
+  base(): SnapshotBase;
+  /** The key index's Keep at `rev` (the leader's side of the base's HashKV). */
+  keep(rev: number): Set<number>;
+  /** HashKV at `rev`, computed at compaction revision `compactRev` (the follower's side). */
+  hashAt(rev: number, compactRev: number): Promise<number>;
+}
+
+export type { SnapshotKind } from "./transport/snapshot_body.js";
 
 export interface SnapshotsOptions {
   backend: Backend;
@@ -55,13 +79,22 @@ export interface SnapshotsOptions {
   registry?: Registry;
   /** How long writing a received image took (etcd_snap_db_*). */
   timings?: SnapshotDbTimings;
+  /** Incremental snapshots; without it every snapshot sent is a full image and no delta is taken. */
+  delta?: DeltaStore;
+  /**
+   * TEST-ONLY: a pause after each page of a delta's install, so a test can kill the member inside
+   * the install's transaction (etcdserver reads it only with ETCETERA_TEST_BUGS_ALLOWED=1).
+   */
+  testDeltaPageDelayMs?: number;
 }
 
 export class Snapshots {
   private seq = 0;
   /** Received images not yet staged, by reception id. */
   /** Images received and fsynced, not yet taken by raft: the reception's id → file and snapshot index. */
-  private readonly received = new Map<string, { path: string; index: number }>();
+  private readonly received = new Map<string, { path: string; index: number; delta?: DeltaHeader }>();
+  /** Per follower, the base (consistent index) of the last delta sent to it: the same base again means it did not take. */
+  private readonly deltaSentFor = new Map<NodeId, number>();
   private readonly metrics: SnapshotMetrics;
   private installingNow = false;
 
@@ -110,12 +143,21 @@ export class Snapshots {
 
   /**
    * The merged MsgSnap for `m` (etcd's createMergedSnapshotMessage): raft's snapshot metadata and,
-   * as its data, a body reading a consistent image of the backend from a temporary file (removed
-   * when the body is released). The image may hold entries past the snapshot's index: it is the
-   * backend as applied when the copy began.
+   * as its data, a body reading from a temporary file (removed when the body is released): the
+   * changes since `base` when the follower's backend qualifies for a delta (snapshot_delta.ts),
+   * else a consistent image of the backend. Either may hold entries past the snapshot's index: it
+   * is the backend as applied when the copy began.
    */
-  async image(m: Message): Promise<{ message: Message; body: SnapshotBody }> {
+  async image(m: Message, base?: SnapshotBase): Promise<{ message: Message; body: SnapshotBody }> {
     const path = join(this.o.snapDir, `${OUTGOING}${m.to.toString(16)}-${process.pid}-${this.seq++}${TEMP_SUFFIX}`);
+    const message = { ...m, snapshot: { metadata: m.snapshot!.metadata, data: new Uint8Array(0) } };
+    if (base !== undefined && this.o.delta !== undefined) {
+      const delta = await this.delta(m, base, path);
+      if (delta !== undefined) {
+        delta.kind = { incremental: true, baseRevision: base.revision };
+        return { message, body: delta };
+      }
+    }
     const started = performance.now();
     try {
       await this.o.backend.snapshot(path);
@@ -126,11 +168,58 @@ export class Snapshots {
     const seconds = (performance.now() - started) / 1000;
     this.metrics.backendSnapshotSeconds.observe(seconds);
     const body = await fileSnapshotBody(path, () => rm(path, { force: true }));
+    body.kind = { incremental: false };
     this.o.logger.info(
       { to: formatId(m.to), index: m.snapshot?.metadata.index, sizeBytes: body.sizeBytes, tookSeconds: Number(seconds.toFixed(3)), incremental: false },
       "created database snapshot image to send",
     );
-    return { message: { ...m, snapshot: { metadata: m.snapshot!.metadata, data: new Uint8Array(0) } }, body };
+    return { message, body };
+  }
+
+  /** The delta for `base` written to `path` as a body, or undefined (and why, logged) when the full image must go. */
+  private async delta(m: Message, base: SnapshotBase, path: string): Promise<SnapshotBody | undefined> {
+    const to = formatId(m.to);
+    const fallback = (reason: string): undefined => {
+      this.deltaSentFor.delete(m.to);
+      this.o.logger.info({ to, index: m.snapshot?.metadata.index, baseRevision: base.revision, baseIndex: base.consistentIndex, reason }, "sending a full database image, not a delta");
+      return undefined;
+    };
+    if (this.deltaSentFor.get(m.to) === base.consistentIndex) return fallback("a delta for this base was sent before and did not take (refused, cut or failed)");
+    const started = performance.now();
+    const delta = this.o.delta!;
+    let written: { sizeBytes: number; kvRows: number; target: DeltaHeader["target"] } | string;
+    try {
+      written = await this.o.backend.withReadTransaction(async (reader) => {
+        const plan = await planDelta(reader, base, (rev) => delta.keep(rev));
+        if (plan.kind === "full") return plan.reason;
+        const sizeBytes = await writeDelta(reader, path, plan.header);
+        return { sizeBytes, kvRows: plan.kvRows, target: plan.header.target };
+      });
+    } catch (e) {
+      await rm(path, { force: true });
+      return fallback(`the delta could not be written: ${(e as Error).message}`);
+    }
+    if (typeof written === "string") return fallback(written);
+    const seconds = (performance.now() - started) / 1000;
+    this.metrics.backendSnapshotSeconds.observe(seconds);
+    this.deltaSentFor.set(m.to, base.consistentIndex);
+    const body = await fileSnapshotBody(path, () => rm(path, { force: true }));
+    this.o.logger.info(
+      {
+        to,
+        index: m.snapshot?.metadata.index,
+        sizeBytes: body.sizeBytes,
+        tookSeconds: Number(seconds.toFixed(3)),
+        incremental: true,
+        baseRevision: base.revision,
+        baseIndex: base.consistentIndex,
+        revision: written.target.revision,
+        consistentIndex: written.target.consistentIndex,
+        kvRows: written.kvRows,
+      },
+      "created database snapshot image to send",
+    );
+    return body;
   }
 
   /**
@@ -147,6 +236,9 @@ export class Snapshots {
     let closed = false;
     let removed = false;
     let writing: Promise<unknown> = Promise.resolve();
+    /** The data's first bytes: a delta's magic or a database image's header. */
+    let head = Buffer.alloc(0);
+    let kind: SnapshotKind = { incremental: false };
     const close = async (): Promise<void> => {
       if (closed) return;
       closed = true;
@@ -158,6 +250,7 @@ export class Snapshots {
         if (closed) throw new Error("snapshot file closed");
         const at = position;
         position += chunk.byteLength;
+        if (head.byteLength < 16) head = Buffer.concat([head, chunk.subarray(0, 16 - head.byteLength)]);
         const w = fh.write(chunk, 0, chunk.byteLength, at);
         writing = w.catch(() => undefined);
         const { bytesWritten } = await w;
@@ -171,7 +264,12 @@ export class Snapshots {
         this.o.timings?.fsync((performance.now() - syncStartMs) / 1000);
         await close();
         this.o.timings?.save((performance.now() - startMs) / 1000);
-        this.received.set(id, { path, index: m.snapshot!.metadata.index });
+        let delta: DeltaHeader | undefined;
+        if (isDelta(head)) {
+          delta = await this.checkReceivedDelta(path);
+          kind = { incremental: true, baseRevision: delta.base.revision };
+        }
+        this.received.set(id, { path, index: m.snapshot!.metadata.index, delta });
         const data = Buffer.concat([RECEIVED_PREFIX, Buffer.from(id)]);
         return { ...m, snapshot: { metadata: m.snapshot!.metadata, data } };
       },
@@ -183,7 +281,28 @@ export class Snapshots {
         await close().catch(() => undefined);
         await rm(path, { force: true });
       },
+      kind: () => kind,
     };
+  }
+
+  /**
+   * A delta just received, before it is acknowledged and handed to raft: whole and intact (its
+   * checksum), and made for this backend (identity and HashKV of the base). A refusal goes back
+   * to the leader, which then sends the full image.
+   */
+  private async checkReceivedDelta(path: string): Promise<DeltaHeader> {
+    const delta = this.o.delta;
+    if (delta === undefined) throw new Error("received an incremental snapshot, which this member does not take");
+    const header = await verifyDelta(path);
+    const b = header.base;
+    const mine = delta.base();
+    if (mine.consistentIndex !== b.consistentIndex || mine.maxRev !== b.maxRev || mine.revision !== b.revision) {
+      throw new DeltaBaseMismatchError(`delta base mismatch: the backend is at index ${mine.consistentIndex}, revision ${mine.revision}; the delta is for index ${b.consistentIndex}, revision ${b.revision}`);
+    }
+    if (b.hashCompactRevision < mine.compactRevision) throw new DeltaBaseMismatchError(`delta base mismatch: hashed at compaction ${b.hashCompactRevision}, below this backend's ${mine.compactRevision}`);
+    const hash = await delta.hashAt(b.revision, b.hashCompactRevision);
+    if (hash !== b.hash) throw new DeltaBaseMismatchError(`delta base mismatch: HashKV at revision ${b.revision} is ${hash} here, ${b.hash} on the leader`);
+    return header;
   }
 
   /**
@@ -210,15 +329,17 @@ export class Snapshots {
    * receive) is written and fsynced first.
    */
   async stage(snap: Snapshot): Promise<Snapshot> {
-    const path = this.imagePath(snap.metadata.index);
+    let path = this.imagePath(snap.metadata.index);
     const data = Buffer.from(snap.data.buffer, snap.data.byteOffset, snap.data.byteLength);
     let source: string;
+    let delta: DeltaHeader | undefined;
     if (data.subarray(0, RECEIVED_PREFIX.byteLength).equals(RECEIVED_PREFIX)) {
       const id = data.subarray(RECEIVED_PREFIX.byteLength).toString();
       const received = this.received.get(id);
       if (received === undefined) throw new Error(`raft accepted snapshot ${snap.metadata.index} received as ${id}, but no such image was received`);
       this.received.delete(id);
       source = received.path;
+      delta = received.delta;
     } else {
       source = `${path}.tmp`;
       const fh = await open(source, "w");
@@ -229,29 +350,57 @@ export class Snapshots {
         await fh.close();
       }
     }
+    if (delta !== undefined) {
+      // Raft took the delta: its marker, once persisted, makes the backend's base the only way to
+      // the snapshot's state. The base must still be this backend's (nothing applied since it was
+      // checked on arrival) and be durable before the marker is.
+      const base = this.o.delta!.base();
+      if (base.consistentIndex !== delta.base.consistentIndex || base.maxRev !== delta.base.maxRev) {
+        await rm(source, { force: true });
+        throw new DeltaBaseMismatchError(
+          `raft accepted the delta of snapshot ${snap.metadata.index} for base index ${delta.base.consistentIndex}, but the backend moved to index ${base.consistentIndex} since it arrived`,
+        );
+      }
+      await this.o.backend.sync();
+      path = this.deltaPath(snap.metadata.index);
+    }
     await rename(source, path);
     await fsyncPath(this.o.snapDir);
     for (const [id, stale] of this.received) {
       this.received.delete(id);
       await rm(stale.path, { force: true });
     }
-    this.o.logger.info({ index: snap.metadata.index, term: snap.metadata.term }, "staged received database snapshot");
+    this.o.logger.info({ index: snap.metadata.index, term: snap.metadata.term, incremental: delta !== undefined, baseRevision: delta?.base.revision }, "staged received database snapshot");
     return { metadata: snap.metadata, data: new Uint8Array(0) };
   }
 
   /**
-   * Replaces the backend with the staged image of `index`, moved into place (every store reloads
-   * from it); returns its consistent index.
+   * Brings the backend to the staged snapshot of `index`: a delta is applied to it in place, in
+   * one transaction (then made durable, then its file removed); an image replaces it, moved into
+   * place. Every store recovers; returns the consistent index.
    */
   async install(index: number): Promise<number> {
     const started = performance.now();
     this.installingNow = true;
+    const deltaPath = this.deltaPath(index);
+    const incremental = existsSync(deltaPath);
+    let baseRevision: number | undefined;
     try {
-      await this.o.backend.installImage(this.imagePath(index));
+      if (incremental) {
+        this.o.logger.info({ index, deltaPath }, "applying incremental database snapshot");
+        await this.o.backend.applyInPlace(async (db) => {
+          baseRevision = (await applyDelta(db, deltaPath, { pageDelayMs: this.o.testDeltaPageDelayMs })).base.revision;
+        });
+        await this.o.backend.sync();
+        await rm(deltaPath, { force: true });
+        await fsyncPath(this.o.snapDir);
+      } else {
+        await this.o.backend.installImage(this.imagePath(index));
+      }
     } finally {
       this.installingNow = false;
     }
-    this.o.logger.info({ index, tookSeconds: Number(((performance.now() - started) / 1000).toFixed(3)) }, "installed database snapshot");
+    this.o.logger.info({ index, tookSeconds: Number(((performance.now() - started) / 1000).toFixed(3)), incremental, baseRevision }, "installed database snapshot");
     return this.o.consistentIndex();
   }
 
@@ -261,6 +410,14 @@ export class Snapshots {
     this.removeStagedImagesUpTo(ci);
     if (ci >= snap.metadata.index) return;
     const dbPath = this.imagePath(snap.metadata.index);
+    const deltaPath = this.deltaPath(snap.metadata.index);
+    if (!existsSync(dbPath) && existsSync(deltaPath)) {
+      // A cut after the delta's marker and before its transaction committed (or was made durable):
+      // the backend is at the delta's base (made durable at stage), and the delta applies again.
+      this.o.logger.warn({ snapshotIndex: snap.metadata.index, consistentIndex: ci, deltaPath }, "backend is behind the snapshot; applying the snapshot's staged delta");
+      await this.install(snap.metadata.index);
+      return;
+    }
     if (!existsSync(dbPath)) {
       // Only a received snapshot has an image; a local one requires the backend durable at its index.
       throw new Error(
@@ -278,13 +435,17 @@ export class Snapshots {
    */
   private removeStagedImagesUpTo(index: number): void {
     for (const f of readdirSync(this.o.snapDir)) {
-      const m = /^([0-9a-f]{16})\.snap\.db$/.exec(f);
+      const m = /^([0-9a-f]{16})\.snap\.(db|delta)$/.exec(f);
       if (m !== null && Number.parseInt(m[1]!, 16) <= index) rmSync(join(this.o.snapDir, f), { force: true });
     }
   }
 
   private imagePath(index: number): string {
     return join(this.o.snapDir, `${index.toString(16).padStart(16, "0")}${IMAGE_SUFFIX}`);
+  }
+
+  private deltaPath(index: number): string {
+    return join(this.o.snapDir, `${index.toString(16).padStart(16, "0")}${DELTA_SUFFIX}`);
   }
 }
 

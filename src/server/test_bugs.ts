@@ -19,6 +19,18 @@ export type TestBug = (typeof TEST_BUGS)[number];
 export const TEST_BUG_ENV = "ETCETERA_TEST_BUG";
 export const TEST_BUGS_ALLOWED_ENV = "ETCETERA_TEST_BUGS_ALLOWED";
 
+/**
+ * TEST-ONLY, not a bug: ETCETERA_TEST_DELTA_PAGE_DELAY_MS slows each page of an incremental
+ * snapshot's install, so a test can SIGKILL the member inside its transaction. Honoured only with
+ * ETCETERA_TEST_BUGS_ALLOWED=1.
+ */
+export function testDeltaPageDelayMs(env: Readonly<Record<string, string | undefined>>): number | undefined {
+  const raw = env.ETCETERA_TEST_DELTA_PAGE_DELAY_MS;
+  if (raw === undefined || raw === "" || env[TEST_BUGS_ALLOWED_ENV] !== "1") return undefined;
+  const ms = Number(raw);
+  return Number.isFinite(ms) && ms > 0 ? ms : undefined;
+}
+
 /** The bugs to plant, or why the environment is refused. */
 export function testBugsFromEnv(env: Readonly<Record<string, string | undefined>>): { bugs: ReadonlySet<TestBug> } | { error: string } {
   const raw = env[TEST_BUG_ENV];

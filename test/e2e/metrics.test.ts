@@ -55,6 +55,12 @@ const EVENT_ONLY = new Set([
   "etcd_network_snapshot_send_failures",
   "etcd_network_snapshot_send_success",
   "etcd_network_snapshot_send_total_duration_seconds",
+  // etcetera's own (issue 19), after a snapshot send or receive: its bytes, and whether it was a
+  // delta (etcd sends only full images and counts neither).
+  "etcd_network_snapshot_send_total_bytes",
+  "etcd_network_snapshot_receive_total_bytes",
+  "etcd_network_snapshot_send_incremental_success",
+  "etcd_network_snapshot_receive_incremental_success",
 ]);
 
 const RTT = "etcd_network_peer_round_trip_time_seconds";

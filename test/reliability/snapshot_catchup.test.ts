@@ -35,11 +35,11 @@ function snapDir(m: Member): string {
   return join(m.spec.dataDir, "member", "snap");
 }
 
-/** Temporary images (being sent or received) and staged images not installed, in a member's snap directory. */
+/** Temporary images or deltas (being sent or received) and staged ones not installed, in a member's snap directory. */
 function leftovers(m: Member): string[] {
   const dir = snapDir(m);
   if (!existsSync(dir)) return [];
-  return readdirSync(dir).filter((f) => f.endsWith(".db.tmp") || f.endsWith(".snap.db") || f.endsWith(".snap.db.tmp"));
+  return readdirSync(dir).filter((f) => f.endsWith(".db.tmp") || f.endsWith(".snap.db") || f.endsWith(".snap.db.tmp") || f.endsWith(".snap.delta"));
 }
 
 async function metric(m: Member, name: string): Promise<number> {

@@ -28,9 +28,13 @@ export enum FrameKind {
   SnapAck = 8,
   /** Listener → dialer of a "members" connection: the cluster id and its members (JSON). */
   MembersInfo = 9,
+  /** Dialer → listener of a "snapshot base" connection: what does your backend hold (issue 19)? */
+  SnapBaseRequest = 10,
+  /** Listener → dialer: its backend's base (JSON), or none. */
+  SnapBase = 11,
 }
 
-const MAX_KIND = FrameKind.MembersInfo;
+const MAX_KIND = FrameKind.SnapBase;
 
 export class FrameError extends Error {
   constructor(message: string) {

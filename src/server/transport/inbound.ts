@@ -25,11 +25,13 @@ import {
   encodeMembersInfo,
   type MembersInfo,
   encodeSnapAck,
+  encodeSnapBase,
   type Hello,
   PROTOCOL_VERSION,
   RejectReason,
 } from "./protocol.js";
 import type { SnapshotSink, SnapshotSinkFactory } from "./snapshot_sink.js";
+import type { SnapshotBase } from "../snapshot_delta_format.js";
 
 export interface InboundHooks {
   isKnownPeer(id: NodeId): boolean;
@@ -44,6 +46,8 @@ export interface InboundHooks {
   openSnapshotSink: SnapshotSinkFactory;
   /** A snapshot arrived complete and durable; the receiver acknowledges after this returns. */
   onSnapshot(from: NodeId, m: Message): void;
+  /** This member's backend as the base of an incremental snapshot from `from`; undefined offers none (full images only). */
+  snapshotBase?(from: NodeId): SnapshotBase | undefined;
 }
 
 interface SnapshotReception {
@@ -115,6 +119,16 @@ class InboundConnection {
     if (this.hello.kind === ConnectionKind.Stream) {
       if (frame.kind !== FrameKind.Messages) throw new Error(`unexpected ${FrameKind[frame.kind]} frame on a stream`);
       this.onMessages(decodeMessages(frame.payload));
+    } else if (this.hello.kind === ConnectionKind.SnapshotBase) {
+      if (frame.kind !== FrameKind.SnapBaseRequest) throw new Error(`unexpected ${FrameKind[frame.kind]} frame on a snapshot base connection`);
+      let base: SnapshotBase | undefined;
+      try {
+        base = this.hooks.snapshotBase?.(this.hello.from);
+      } catch (e) {
+        this.ctx.logger.warn({ "remote-peer-id": this.peerLabel, error: (e as Error).message }, "could not tell the snapshot base; the leader sends a full image");
+      }
+      this.socket.end(encodeSnapBase(base ?? null));
+      this.socket.destroySoon();
     } else {
       this.queueSnapshotFrame(frame);
     }
@@ -277,10 +291,20 @@ class InboundConnection {
       return;
     }
     const seconds = (performance.now() - s.startedMs) / 1000;
+    const kind = s.sink.kind?.() ?? { incremental: false };
     this.ctx.metrics.snapshotReceiveSuccess.inc({ From: this.peerLabel });
     this.ctx.metrics.snapshotReceiveSeconds.observe({ From: this.peerLabel }, seconds);
+    this.ctx.metrics.snapshotReceiveBytes.inc({ From: this.peerLabel }, s.totalBytes);
+    if (kind.incremental) this.ctx.metrics.snapshotReceiveIncremental.inc({ From: this.peerLabel });
     this.ctx.logger.info(
-      { "remote-peer-id": this.peerLabel, "snapshot-index": m.snapshot!.metadata.index, "snapshot-size-bytes": s.totalBytes, "took-seconds": Number(seconds.toFixed(3)) },
+      {
+        "remote-peer-id": this.peerLabel,
+        "snapshot-index": m.snapshot!.metadata.index,
+        "snapshot-size-bytes": s.totalBytes,
+        "took-seconds": Number(seconds.toFixed(3)),
+        incremental: kind.incremental,
+        "base-revision": kind.baseRevision,
+      },
       "received and delivered incoming snapshot",
     );
     this.socket.end(encodeSnapAck(true, ""));

@@ -17,6 +17,12 @@ export interface TransportMetrics {
   readonly snapshotReceiveSuccess: Counter<"From">;
   readonly snapshotReceiveFailures: Counter<"From">;
   readonly snapshotReceiveSeconds: Histogram<"From">;
+  /** etcetera's (issue 19): bytes of snapshot data, full images and deltas alike. */
+  readonly snapshotSendBytes: Counter<"To">;
+  readonly snapshotReceiveBytes: Counter<"From">;
+  /** etcetera's: the successful sends/receives that were incremental (a delta, not the whole image). */
+  readonly snapshotSendIncremental: Counter<"To">;
+  readonly snapshotReceiveIncremental: Counter<"From">;
 }
 
 /** etcd's: prometheus.ExponentialBuckets(0.1, 2, 13). */
@@ -54,6 +60,10 @@ export function transportMetrics(registry: Registry): TransportMetrics {
       buckets: SNAPSHOT_SECONDS_BUCKETS,
       registers,
     }),
+    snapshotSendBytes: new Counter({ name: "etcd_network_snapshot_send_total_bytes", help: "Total bytes of snapshot data sent (full images and incremental deltas).", labelNames: ["To"], registers }),
+    snapshotReceiveBytes: new Counter({ name: "etcd_network_snapshot_receive_total_bytes", help: "Total bytes of snapshot data received (full images and incremental deltas).", labelNames: ["From"], registers }),
+    snapshotSendIncremental: new Counter({ name: "etcd_network_snapshot_send_incremental_success", help: "Successful snapshot sends that were incremental (only the changes since the follower's revision).", labelNames: ["To"], registers }),
+    snapshotReceiveIncremental: new Counter({ name: "etcd_network_snapshot_receive_incremental_success", help: "Successful snapshot receives that were incremental.", labelNames: ["From"], registers }),
   };
   byRegistry.set(registry, m);
   return m;

@@ -4,6 +4,9 @@
  * A connection starts with the dialer's Hello; the listener answers HelloOk or HelloReject and
  * closes. After HelloOk a "stream" connection carries Messages frames from dialer to listener; a
  * "snapshot" connection carries one SnapBegin, SnapChunk*, SnapEnd and gets one SnapAck back.
+ * A "snapshot base" connection (issue 19) carries one SnapBaseRequest and gets one SnapBase back
+ * (the receiver's backend: consistent index, revision, compaction), so the leader can send only
+ * what changed since; a peer that predates it refuses the connection kind, and gets full images.
  * A "members" connection (etcd's GET /members on the peer port, used by a member joining with
  * --initial-cluster-state=existing, which knows no cluster or member id yet) gets one MembersInfo
  * instead of HelloOk, and is closed.
@@ -13,6 +16,7 @@
 import type { Message, NodeId } from "../../raft/types.js";
 import { formatId, parseId } from "../member.js";
 import { CodecError, encodedMessageBytes, readMessage, Reader, Writer, writeMessage } from "./codec.js";
+import type { SnapshotBase } from "../snapshot_delta_format.js";
 import { allocFrame, type Frame, FrameKind, sealFrame } from "./frame.js";
 
 /** "ETCT": guards against some other protocol talking to the peer port. */
@@ -26,6 +30,7 @@ export enum ConnectionKind {
   /** Answered with HelloOk and closed: the prober's round-trip measure (prober.ts). */
   Probe = 3,
   Members = 4,
+  SnapshotBase = 5,
 }
 
 export interface Hello {
@@ -105,7 +110,15 @@ export function decodeHello(payload: Buffer): Hello {
   if (r.u32() !== PROTOCOL_MAGIC) throw new CodecError("not an etcetera peer (bad magic)");
   const version = r.u16();
   const kind = r.u8();
-  if (kind !== ConnectionKind.Stream && kind !== ConnectionKind.Snapshot && kind !== ConnectionKind.Probe && kind !== ConnectionKind.Members) throw new CodecError(`unknown connection kind ${kind}`);
+  if (
+    kind !== ConnectionKind.Stream &&
+    kind !== ConnectionKind.Snapshot &&
+    kind !== ConnectionKind.Probe &&
+    kind !== ConnectionKind.Members &&
+    kind !== ConnectionKind.SnapshotBase
+  ) {
+    throw new CodecError(`unknown connection kind ${kind}`);
+  }
   const h: Hello = { version, kind, clusterId: r.id(), from: r.id(), to: r.id(), clusterToken: readString(r) };
   expectEnd(r, "hello");
   return h;
@@ -256,6 +269,31 @@ export function decodeSnapAck(payload: Buffer): { ok: boolean; message: string }
   const ack = { ok: r.bool(), message: readString(r) };
   expectEnd(r, "snapshot ack");
   return ack;
+}
+
+export function encodeSnapBaseRequest(): Buffer {
+  return frameWith(FrameKind.SnapBaseRequest, 0, () => undefined);
+}
+
+/** The receiver's backend as a delta's base, or null when it offers none. */
+export function encodeSnapBase(base: SnapshotBase | null): Buffer {
+  const json = Buffer.from(JSON.stringify(base), "utf8");
+  return frameWith(FrameKind.SnapBase, json.byteLength, (w) => w.raw(json));
+}
+
+export function decodeSnapBase(payload: Buffer): SnapshotBase | null {
+  let o: unknown;
+  try {
+    o = JSON.parse(payload.toString("utf8"));
+  } catch (e) {
+    throw new CodecError(`snapshot base is not JSON: ${(e as Error).message}`);
+  }
+  if (o === null) return null;
+  const b = o as Record<string, unknown>;
+  for (const n of ["consistentIndex", "revision", "maxRev", "compactRevision"]) {
+    if (!Number.isSafeInteger(b[n])) throw new CodecError(`malformed snapshot base: ${n}`);
+  }
+  return { consistentIndex: b.consistentIndex as number, revision: b.revision as number, maxRev: b.maxRev as number, compactRevision: b.compactRevision as number };
 }
 
 /** Throws unless `frame` is of `kind` (a peer speaking out of turn is a protocol error). */

@@ -6,8 +6,16 @@
  */
 import { type FileHandle, open } from "node:fs/promises";
 
+/** What a snapshot's data is: a full database image, or a delta over the follower's base revision (issue 19). */
+export interface SnapshotKind {
+  incremental: boolean;
+  baseRevision?: number;
+}
+
 export interface SnapshotBody {
   readonly sizeBytes: number;
+  /** For the log and metrics; a body without one is a full image. */
+  kind?: SnapshotKind;
   /** Fills `buf` from `position` on; returns the bytes read (fewer only at the end). */
   read(buf: Buffer, position: number): Promise<number>;
   /** The transfer is over (either way): the body's resources go. Called exactly once. */

@@ -6,6 +6,7 @@
  */
 import type { NodeId } from "../../raft/types.js";
 import type { Message } from "../../raft/types.js";
+import type { SnapshotKind } from "./snapshot_body.js";
 
 export interface SnapshotSink {
   /** Appends the next chunk (chunks come in order, without gaps). */
@@ -17,6 +18,8 @@ export interface SnapshotSink {
   commit(): Promise<Message>;
   /** The transfer failed or was refused: drop what was received. Safe to call more than once. */
   abort(): Promise<void>;
+  /** What the data turned out to be, once committed (for the log and metrics); a full image when absent. */
+  kind?(): SnapshotKind;
 }
 
 /** Opens the sink of one incoming snapshot of `totalBytes`; throws to refuse it (the reason is sent back). */

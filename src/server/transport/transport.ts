@@ -24,6 +24,8 @@ import { type DropReason, PeerStream, type PeerStreamStats } from "./peer.js";
 import { Prober, rttHistogram } from "./prober.js";
 import { memorySnapshotBody, type SnapshotBody } from "./snapshot_body.js";
 import { type SnapshotSend, sendSnapshot } from "./snapshot_sender.js";
+import { requestSnapshotBase } from "./snapshot_base.js";
+import type { SnapshotBase } from "../snapshot_delta_format.js";
 import { memorySnapshotSink, type SnapshotSinkFactory } from "./snapshot_sink.js";
 import type { MembersInfo } from "./protocol.js";
 import type { PeerTransportTls } from "./tls_context.js";
@@ -69,6 +71,8 @@ export interface TransportOptions {
    * backend). Without one they are reassembled in memory, within limits.maxInboundSnapshotBytes.
    */
   snapshotSink?: SnapshotSinkFactory;
+  /** This member's backend as the base of an incremental snapshot, answered to a leader's base request (absent: none offered). */
+  snapshotBase?(from: NodeId): SnapshotBase | undefined;
 }
 
 /** How often a drop is logged per peer at most (the counter metrics count every one). */
@@ -193,6 +197,22 @@ export class Transport {
       return;
     }
     this.startSnapshot(peer, m, body);
+  }
+
+  /**
+   * Asks `to` what its backend holds (issue 19), before a snapshot is made for it: undefined when
+   * it answers nothing (an unknown or old peer, a timeout, an error; logged), and the full image
+   * is sent.
+   */
+  async snapshotBase(to: NodeId): Promise<SnapshotBase | undefined> {
+    const peer = this.stopped ? undefined : this.peers.get(to);
+    if (peer === undefined) return undefined;
+    try {
+      return await requestSnapshotBase(this.ctx, to, peer.currentUrl());
+    } catch (e) {
+      this.ctx.logger.info({ "remote-peer-id": formatId(to), error: (e as Error).message }, "peer told no snapshot base; sending a full image");
+      return undefined;
+    }
   }
 
   addPeer(id: NodeId, urls: readonly string[]): void {
@@ -325,6 +345,7 @@ export class Transport {
         for (const m of msgs) this.deliver(m);
       },
       onSnapshot: (_from, m) => this.deliver(m),
+      snapshotBase: (from) => this.options.snapshotBase?.(from),
       openSnapshotSink: (from, m, totalBytes) => this.openSnapshotSink(from, m, totalBytes),
     });
   }
@@ -362,7 +383,9 @@ export class Transport {
     const startedMs = performance.now();
     const url = peer.currentUrl();
     const sizeBytes = body.sizeBytes;
-    this.ctx.logger.info({ "remote-peer-id": label, "snapshot-index": m.snapshot?.metadata.index, "size-bytes": sizeBytes }, "sending database snapshot");
+    const kind = body.kind ?? { incremental: false };
+    const kindFields = { incremental: kind.incremental, "base-revision": kind.baseRevision };
+    this.ctx.logger.info({ "remote-peer-id": label, "snapshot-index": m.snapshot?.metadata.index, "size-bytes": sizeBytes, ...kindFields }, "sending database snapshot");
     const send = sendSnapshot(this.ctx, to, url, m, body);
     this.snapshotSends.set(to, send);
     send.done.then(
@@ -372,13 +395,15 @@ export class Transport {
         this.ctx.metrics.sentBytes.inc({ To: label }, sentBytes);
         const seconds = (performance.now() - startedMs) / 1000;
         this.ctx.metrics.snapshotSendSeconds.observe({ To: label }, seconds);
-        this.ctx.logger.info({ "remote-peer-id": label, "size-bytes": sizeBytes, "took-seconds": Number(seconds.toFixed(3)) }, "sent database snapshot");
+        this.ctx.metrics.snapshotSendBytes.inc({ To: label }, sentBytes);
+        if (kind.incremental) this.ctx.metrics.snapshotSendIncremental.inc({ To: label });
+        this.ctx.logger.info({ "remote-peer-id": label, "size-bytes": sizeBytes, "took-seconds": Number(seconds.toFixed(3)), ...kindFields }, "sent database snapshot");
         this.reportSnapshot(to, false);
       },
       (err: Error) => {
         this.snapshotSends.delete(to);
         this.ctx.metrics.snapshotSendFailures.inc({ To: label });
-        this.ctx.logger.warn({ "remote-peer-id": label, error: err.message }, "failed to send database snapshot");
+        this.ctx.logger.warn({ "remote-peer-id": label, error: err.message, ...kindFields }, "failed to send database snapshot");
         this.reportUnreachable(to);
         this.reportSnapshot(to, true);
       },
