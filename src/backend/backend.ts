@@ -92,6 +92,9 @@ export interface BackendStore {
   preCommit?(): void;
 }
 
+/** The page cache while a delta is applied (applyInPlace), in KiB as SQLite's negative cache_size. */
+const APPLY_CACHE_KIB = -1024;
+
 export class Backend {
   readonly path: string;
   private db: Database.Database;
@@ -329,7 +332,12 @@ export class Backend {
     this.commitBatch();
     this.applyingInPlace = true;
     const db = this.db;
+    // A small page cache while the delta is written: SQLite spills dirty pages to the -wal as the
+    // pages go (uncommitted frames), so the COMMIT writes at most this much on the event loop
+    // (with the default 8 MiB cache it wrote up to 8 MiB: ~55 ms measured for a 10 MiB delta).
+    const cacheSize = db.pragma("cache_size", { simple: true }) as number;
     try {
+      db.pragma(`cache_size = ${APPLY_CACHE_KIB}`);
       db.exec("BEGIN IMMEDIATE");
       try {
         await write(db);
@@ -341,6 +349,7 @@ export class Backend {
       }
       for (const s of this.stores) await s.prepareInstall?.(this.path);
     } finally {
+      db.pragma(`cache_size = ${cacheSize}`);
       this.applyingInPlace = false;
       this.begin.run();
     }

@@ -67,6 +67,7 @@ import { ReadIndex } from "./read_index.js";
 import { walSegmentSizeOption } from "./wal_segment_size.js";
 import { readGateWithBugs, testDeltaPageDelayMs, type TestBug } from "./test_bugs.js";
 import { Snapshots } from "./snapshots.js";
+import { PAGE_ROWS as DELTA_PAGE_ROWS } from "./snapshot_delta.js";
 import { Transport } from "./transport/transport.js";
 import { V3Api } from "./v3_api.js";
 import type { V3Server } from "./v3_server.js";
@@ -241,7 +242,8 @@ export class EtcdServer {
       delta: {
         base: () => this.kv.deltaBase(),
         keep: (rev) => this.kv.index.keep(rev),
-        hashAt: (rev, compactRev) => this.kv.hashAtCompaction(rev, compactRev),
+        // Pages as small as the delta's own (snapshot_delta.ts PAGE_ROWS): hashKVAsync's 10,000 rows of large values would be a long turn.
+        hashAt: (rev, compactRev) => this.kv.hashAtCompaction(rev, compactRev, DELTA_PAGE_ROWS),
       },
       testDeltaPageDelayMs: testDeltaPageDelayMs(process.env),
     });

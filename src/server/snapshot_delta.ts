@@ -27,8 +27,13 @@ import { lastOfMain, packRev, revMain } from "../mvcc/revision.js";
 import { leaseColumnSql, leaseFromColumn } from "../mvcc/types.js";
 import { type DeltaHeader, DeltaWriter, DELTA_VERSION, readDelta, RecordType, type SnapshotBase, type SqlValue, type TableMode } from "./snapshot_delta_format.js";
 
-/** Rows read per page (hashing and writing): a few ms between two turns of the event loop. */
-const PAGE_ROWS = 2_000;
+/**
+ * Rows read per page (hashing and writing): a few ms between two turns of the event loop, and a
+ * bounded read (64 rows of etcd's largest 1.5 MiB request are under 100 MiB; of 64 KiB values, 4 MiB).
+ */
+export const PAGE_ROWS = 64;
+/** Hashing turns the event loop after this many bytes of keys and values. */
+const TURN_BYTES = 1024 * 1024;
 /** A delta is sent only when its kv bytes are at most this share of the image's pages in use. */
 const DELTA_SHARE_MAX = 0.5;
 /** The meta entries of the compaction's progress: each member keeps its own (a compaction travels as its revision). */
@@ -80,9 +85,16 @@ export async function hashRows(db: Database.Database, rev: number, compactRev: n
   const last = lastOfMain(rev);
   for (let from = 0; ; ) {
     const rows = page.all(from, last, PAGE_ROWS);
+    let bytes = 0;
     for (const r of rows) {
       const row: KvRow = { rev: r[0], key: r[1], value: r[2] ?? Buffer.alloc(0), createRev: r[3], version: r[4], lease: leaseFromColumn(r[5]), tombstone: r[6] !== 0 };
       acc.add(row);
+      // Large values hash at ~100-200 MB/s: a turn of the event loop every TURN_BYTES too.
+      bytes += row.key.byteLength + row.value.byteLength;
+      if (bytes >= TURN_BYTES) {
+        bytes = 0;
+        await nextTurn();
+      }
     }
     if (rows.length < PAGE_ROWS) break;
     from = rows[rows.length - 1]![0] + 1;
@@ -91,7 +103,10 @@ export async function hashRows(db: Database.Database, rev: number, compactRev: n
   return acc.digest();
 }
 
-export type DeltaPlan = { kind: "delta"; header: DeltaHeader; kvRows: number; kvBytes: number } | { kind: "full"; reason: string };
+export type DeltaPlan =
+  /** imageBytes: the leader's pages in use, about what the follower reads to hash the base. */
+  | { kind: "delta"; header: DeltaHeader; kvRows: number; kvBytes: number; imageBytes: number }
+  | { kind: "full"; reason: string };
 
 /**
  * Decides, inside the leader's read transaction on `reader`, whether a delta can bring `base` up
@@ -127,6 +142,7 @@ export async function planDelta(reader: Database.Database, base: SnapshotBase, k
     kind: "delta",
     kvRows: est.n,
     kvBytes: est.bytes,
+    imageBytes,
     header: {
       version: DELTA_VERSION,
       base: { ...base, hash, hashCompactRevision },

@@ -187,13 +187,13 @@ export class Snapshots {
     if (this.deltaSentFor.get(m.to) === base.consistentIndex) return fallback("a delta for this base was sent before and did not take (refused, cut or failed)");
     const started = performance.now();
     const delta = this.o.delta!;
-    let written: { sizeBytes: number; kvRows: number; target: DeltaHeader["target"] } | string;
+    let written: { sizeBytes: number; kvRows: number; imageBytes: number; target: DeltaHeader["target"] } | string;
     try {
       written = await this.o.backend.withReadTransaction(async (reader) => {
         const plan = await planDelta(reader, base, (rev) => delta.keep(rev));
         if (plan.kind === "full") return plan.reason;
         const sizeBytes = await writeDelta(reader, path, plan.header);
-        return { sizeBytes, kvRows: plan.kvRows, target: plan.header.target };
+        return { sizeBytes, kvRows: plan.kvRows, imageBytes: plan.imageBytes, target: plan.header.target };
       });
     } catch (e) {
       await rm(path, { force: true });
@@ -204,6 +204,8 @@ export class Snapshots {
     this.metrics.backendSnapshotSeconds.observe(seconds);
     this.deltaSentFor.set(m.to, base.consistentIndex);
     const body = await fileSnapshotBody(path, () => rm(path, { force: true }));
+    // The follower hashes its whole base before it acknowledges: about the image's bytes to read.
+    body.ackWaitBytes = written.imageBytes;
     this.o.logger.info(
       {
         to,

@@ -16,6 +16,11 @@ export interface SnapshotBody {
   readonly sizeBytes: number;
   /** For the log and metrics; a body without one is a full image. */
   kind?: SnapshotKind;
+  /**
+   * Bytes the receiver reads before it acknowledges, when more than the body (a delta: the
+   * follower hashes its base first); the sender's wait for the acknowledgement allows for them.
+   */
+  ackWaitBytes?: number;
   /** Fills `buf` from `position` on; returns the bytes read (fewer only at the end). */
   read(buf: Buffer, position: number): Promise<number>;
   /** The transfer is over (either way): the body's resources go. Called exactly once. */

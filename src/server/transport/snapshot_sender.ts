@@ -108,7 +108,9 @@ async function streamSnapshot(
   await write(encodeSnapEnd(crc));
   // The receiver now fsyncs the whole file before it acknowledges: allow for a slow disk
   // (ACK_WAIT_BYTES_PER_MS) on top of the idle timeout, or a large snapshot never completes.
-  socket.setTimeout(ctx.limits.snapshotIdleTimeoutMs + Math.ceil(total / ACK_WAIT_BYTES_PER_MS), () => socket.destroy(new Error("snapshot not acknowledged in time")));
+  // A delta's receiver also hashes its base first (body.ackWaitBytes).
+  const ackWaitBytes = Math.max(total, body.ackWaitBytes ?? 0);
+  socket.setTimeout(ctx.limits.snapshotIdleTimeoutMs + Math.ceil(ackWaitBytes / ACK_WAIT_BYTES_PER_MS), () => socket.destroy(new Error("snapshot not acknowledged in time")));
   await ack;
   return { sentBytes };
 }
