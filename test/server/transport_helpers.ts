@@ -2,7 +2,7 @@
 import { Writable } from "node:stream";
 import { pino, type Logger } from "pino";
 import { type Message, MessageType, type NodeId } from "../../src/raft/types.js";
-import { type SnapshotSinkFactory, Transport, type TransportLimits } from "../../src/server/transport/transport.js";
+import { type SnapshotSinkFactory, Transport, type TransportLimits, type TransportOptions } from "../../src/server/transport/transport.js";
 
 export interface LogLine {
   level: string;
@@ -35,7 +35,7 @@ export interface Node {
 
 export async function startNode(
   id: NodeId,
-  opts: { clusterId?: bigint; port?: number; limits?: Partial<TransportLimits>; snapshotSink?: SnapshotSinkFactory } = {},
+  opts: { clusterId?: bigint; port?: number; limits?: Partial<TransportLimits>; snapshotSink?: SnapshotSinkFactory; snapshotBase?: TransportOptions["snapshotBase"] } = {},
 ): Promise<Node> {
   const { logger, lines } = captureLogger();
   const node: Partial<Node> & { received: Message[]; unreachable: NodeId[]; snapshotStatus: Array<{ id: NodeId; failed: boolean }> } = {
@@ -56,6 +56,7 @@ export async function startNode(
     logger,
     limits: { backoffInitialMs: 20, backoffMaxMs: 200, ...opts.limits },
     ...(opts.snapshotSink === undefined ? {} : { snapshotSink: opts.snapshotSink }),
+    ...(opts.snapshotBase === undefined ? {} : { snapshotBase: opts.snapshotBase }),
   });
   await transport.start();
   node.transport = transport;
