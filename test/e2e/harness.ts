@@ -33,6 +33,13 @@ export type Target = "etcd" | "etcetera";
 export class Member {
   proc: ChildProcess | undefined;
   log = "";
+  /**
+   * Where the current process's output starts in `log` (which keeps every start's). waitReady looks
+   * only from here: a restarted member's log holds the previous process's "ready" line, and a wait
+   * that matched it returned before the new process listened (found as etcdctl's "context deadline
+   * exceeded" right after a restart, when node took 2.7 s to start under load).
+   */
+  private startOffset = 0;
   private exitWaiters: Array<() => void> = [];
 
   constructor(
@@ -64,9 +71,14 @@ export class Member {
       stdio: ["ignore", "pipe", "pipe"],
     });
     this.proc = proc;
+    this.startOffset = this.log.length;
     const append = (b: Buffer) => {
       this.log += b.toString();
-      if (this.log.length > 4_000_000) this.log = this.log.slice(-2_000_000);
+      if (this.log.length > 4_000_000) {
+        const dropped = this.log.length - 2_000_000;
+        this.log = this.log.slice(dropped);
+        this.startOffset = Math.max(0, this.startOffset - dropped);
+      }
     };
     proc.stdout?.on("data", append);
     proc.stderr?.on("data", append);
@@ -93,7 +105,8 @@ export class Member {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
       // etcd 3.4 with --logger=zap says only "serving client traffic insecurely" (or "securely" with TLS) when it is ready.
-      if (this.log.includes("ready to serve client requests") || /serving client traffic (in)?securely/.test(this.log)) return;
+      const current = this.log.slice(this.startOffset);
+      if (current.includes("ready to serve client requests") || /serving client traffic (in)?securely/.test(current)) return;
       if (this.proc === undefined) throw new Error(`${this.spec.name} exited:\n${this.log.slice(-4000)}`);
       await sleep(50);
     }
