@@ -270,15 +270,19 @@ describe("snapshot status and restore read a stopped member's own backend, in th
   });
 
   it("status and restore refuse a truncated db with the file's name, never a partial restore", async () => {
+    // Cut inside the third page: the file keeps its header (SQLite) or its two meta pages (bbolt),
+    // and loses pages both need. (A cut at half the file can keep every page in use of etcd's db,
+    // whose file has free pages at its end: that file is whole, and both tools read it.)
     const half = join(dir, "own-db-truncated.db");
-    writeFileSync(half, readFileSync(oursSnap.db).subarray(0, Math.floor(statSync(oursSnap.db).size / 2 / 4096) * 4096 + 100));
+    writeFileSync(half, readFileSync(oursSnap.db).subarray(0, 2 * 4096 + 100));
     const st = await ours(["status", half]);
-    expect(st.code).not.toBe(0);
+    expect(st.code, st.stdout).not.toBe(0);
     expect(st.stderr).toContain(half);
     const target = join(dir, "never-truncated");
     const rs = await restoreWith(half, ["--skip-hash-check", `--data-dir=${target}`]);
     expect(rs.code).not.toBe(0);
-    expect(existsSync(target)).toBe(TARGET_ETCD);
+    // etcdctl may leave the data dir it had begun (see above); ours never does.
+    if (!TARGET_ETCD) expect(existsSync(target)).toBe(false);
   });
 
   it("restore with --skip-hash-check makes a data dir the target serves the member's data from", async () => {
