@@ -10,16 +10,22 @@
  *      * the header is invalid but every non-zero byte from X on lies inside the 16 header bytes
  *        (a header cut short), or
  *      * the header is valid, the record CRC is not, and the record's last bytes are zero with only
- *        zeros after them (the payload was cut short).
- *    A failure with non-zero data after the failing record is never torn: that is corruption in
- *    the middle, and the node must not start. Trade-off: after a power loss that persisted a
- *    later page of an unsynced write but not an earlier one, this also refuses to start (etcd
- *    would take the hole for the end of the log); a process crash (SIGKILL) never does this,
+ *        zeros after them (the payload was cut short), or
+ *      * a zero header followed only by commit-only hard states of the same term and vote (a power
+ *        cut kept a later unsynced write and lost an earlier one: lost_write.ts says why nothing
+ *        acknowledged can be in it).
+ *    Any other failure with non-zero data after the failing record is never torn: that is
+ *    corruption in the middle, and the node must not start (etcd would take a zero header for the
+ *    end of the log whatever follows). A process crash (SIGKILL) never leaves a hole,
  *    because the kernel completes a write, or a prefix of it, in the page cache. Whether a torn failure may be repaired is the
  *    caller's decision (only in the last segment, and only after its header records).
  */
 import { crc32 } from "node:zlib";
+import { lostUnsyncedWrite } from "./lost_write.js";
 import { HEADER_BYTES, RECORD_PAYLOAD_BYTES_MAX, RecordType, isKnownRecordType, recordCrcOf } from "./record.js";
+import { firstNonZero, isZero, nonZeroEnd } from "./zeros.js";
+
+export { nonZeroEnd } from "./zeros.js";
 
 export interface DecodedRecord {
   type: RecordType;
@@ -51,27 +57,6 @@ export interface ScanResult {
   failure: ScanFailure | undefined;
 }
 
-const ZEROS = Buffer.alloc(64 * 1024);
-
-/** One past the last non-zero byte in buf[from..), or `from` if they are all zero. */
-export function nonZeroEnd(buf: Buffer, from: number): number {
-  let end = buf.length;
-  while (end > from) {
-    const start = Math.max(from, end - ZEROS.length);
-    if (buf.subarray(start, end).equals(ZEROS.subarray(0, end - start))) {
-      end = start;
-      continue;
-    }
-    for (let i = end - 1; i >= start; i--) if (buf[i] !== 0) return i + 1;
-  }
-  return from;
-}
-
-function firstNonZero(buf: Buffer, from: number): number {
-  for (let i = from; i < buf.length; i++) if (buf[i] !== 0) return i;
-  return buf.length;
-}
-
 /**
  * Scans buf from offset 0. `seedCrc` is the chain value expected in the first crcReset record
  * (undefined when this is the first segment read, whose predecessor is unknown).
@@ -91,9 +76,13 @@ export function scanSegment(buf: Buffer, seedCrc: number | undefined): ScanResul
       if (nonZeroEnd(buf, off) === off) return done();
       return fail("unexpected end of file inside a record header", () => true);
     }
-    if (buf.subarray(off, off + HEADER_BYTES).equals(ZEROS.subarray(0, HEADER_BYTES))) {
+    if (isZero(buf, off, off + HEADER_BYTES)) {
       const z = nonZeroEnd(buf, off);
       if (z === off) return done();
+      const lost = lostUnsyncedWrite(buf, off, records);
+      if (lost !== undefined) {
+        return fail(`lost unsynced write: a hole before ${lost.laterRecords} later commit-only hard state record(s)`, () => true);
+      }
       return fail(`unexpected non-zero data at offset ${firstNonZero(buf, off)} after the end of records`, () => false);
     }
     if (crc32(buf.subarray(off, off + 12)) !== buf.readUInt32LE(off + 12)) {

@@ -492,6 +492,9 @@ export class WAL {
       if (p.hardState) w.hardState(p.hardState);
     }
     const buf = w.finish();
+    // What goes out without a sync is what recovery may drop behind a hole (lost_write.ts).
+    assert(mustSync || placed.length === 0, "wal: an unsynced write holds an entry");
+    assert(mustSync || batch.every((p) => p.marker === undefined), "wal: an unsynced write holds a snapshot marker");
     this.pipeline.start();
     if (mustSync && !this.unsafeNoSync) {
       // One O_DSYNC write is a write and an fdatasync of its range in a single trip through the
