@@ -5,7 +5,7 @@
  * write lost on any member; a removed member stops serving and exits.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { etcdctl, eventually, type Member } from "./harness.js";
+import { TARGET_ETCD, etcdctl, eventually, type Member } from "./harness.js";
 import { DynamicCluster, lostWrites, peerUrl, SteadyWriter } from "./membership_harness.js";
 
 let cluster: DynamicCluster;
@@ -99,7 +99,17 @@ describe("grow 1 → 5 and shrink back to 1 under a steady write load", () => {
         30_000,
         `member remove ${victim.spec.name}`,
       );
-      expect(r.stderr, cluster.logs()).toBe("");
+      expect(r.code, `${r.stderr}\n${cluster.logs()}`).toBe(0);
+      // Against etcd, etcdctl's client library once logged a JSON warn line on stderr (a retried
+      // attempt while the removed leader stepped down, CI of 7766bb4): the reference may do that,
+      // so there it is printed and only a non-warn line fails. etcetera must leave stderr empty.
+      const warnings = r.stderr.split("\n").filter((l) => l !== "");
+      if (TARGET_ETCD) {
+        for (const line of warnings) expect(clientWarning(line), `stderr of member remove: ${line}`).toBe(true);
+        if (warnings.length > 0) console.log(`member remove ${victim.spec.name} (etcd): etcdctl's client logged ${warnings.join(" | ")}`);
+      } else {
+        expect(r.stderr, cluster.logs()).toBe("");
+      }
       expect(r.stdout).toMatch(new RegExp(`^Member\\s+${id} removed from cluster\\s+[0-9a-f]+\\n$`));
       voters = voters.filter((m) => m !== victim);
       await eventually(async () => (victim.running ? undefined : true), 30_000, `${victim.spec.name} exits after its removal`);
@@ -126,3 +136,13 @@ describe("grow 1 → 5 and shrink back to 1 under a steady write load", () => {
     await expectNoLostWrites(voters);
   });
 });
+
+/** A line of clientv3's zap logger at warn level (JSON with "level":"warn" and a "msg"). */
+function clientWarning(line: string): boolean {
+  try {
+    const o = JSON.parse(line) as { level?: unknown; msg?: unknown };
+    return o.level === "warn" && typeof o.msg === "string";
+  } catch {
+    return false;
+  }
+}
