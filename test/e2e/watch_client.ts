@@ -7,6 +7,7 @@ import * as grpc from "@grpc/grpc-js";
 import { expect } from "vitest";
 import { etcdServices } from "./grpc_client.js";
 import type { Cluster } from "./harness.js";
+import { ArrivalQueue } from "./arrival_queue.js";
 
 
 export interface Header {
@@ -90,8 +91,7 @@ export function prefixEnd(p: string): Buffer {
 export class WatchClient {
   readonly client: grpc.Client;
   readonly call: grpc.ClientDuplexStream<object, WatchResp>;
-  private readonly queue: WatchResp[] = [];
-  private wake: (() => void) | undefined;
+  private readonly queue = new ArrivalQueue<WatchResp>();
   /** The stream's final status (error) once it ended. */
   ended: grpc.ServiceError | "ok" | undefined;
 
@@ -99,17 +99,14 @@ export class WatchClient {
     this.client = new pkg.etcdserverpb.Watch!(endpoint, grpc.credentials.createInsecure(), CLIENT_OPTS);
     const fn = (this.client as unknown as Record<string, (md: grpc.Metadata) => grpc.ClientDuplexStream<object, WatchResp>>).Watch!;
     this.call = fn.call(this.client, md);
-    this.call.on("data", (r: WatchResp) => {
-      this.queue.push(r);
-      this.wake?.();
-    });
+    this.call.on("data", (r: WatchResp) => this.queue.push(r));
     this.call.on("error", (e: grpc.ServiceError) => {
       this.ended = e;
-      this.wake?.();
+      this.queue.end(e.message);
     });
     this.call.on("end", () => {
       this.ended ??= "ok";
-      this.wake?.();
+      this.queue.end("OK");
     });
   }
 
@@ -128,21 +125,7 @@ export class WatchClient {
 
   /** The next response (in arrival order). */
   async next(timeoutMs = 10_000): Promise<WatchResp> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.queue.length === 0) {
-      if (this.ended !== undefined) throw new Error(`watch stream ended: ${this.ended === "ok" ? "OK" : this.ended.message}`);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error("no watch response in time");
-      await new Promise<void>((r) => {
-        const t = setTimeout(r, left);
-        this.wake = () => {
-          clearTimeout(t);
-          r();
-        };
-      });
-      this.wake = undefined;
-    }
-    return this.queue.shift()!;
+    return this.queue.next(timeoutMs);
   }
 
   /** Creates a watcher and returns its created response. */

@@ -21,6 +21,7 @@ import { grpcFrame } from "../fuzz/h2_raw.js";
 import { messageType } from "../fuzz/methods.js";
 import { Cluster } from "./harness.js";
 import { endWatchSuite, Kvc, prefixEnd, WatchClient, type WatchResp } from "./watch_client.js";
+import { ArrivalQueue } from "./arrival_queue.js";
 
 /** One response as it came: its bytes (to see which fields were on the wire) and decoded. */
 interface RawResp {
@@ -32,10 +33,8 @@ interface RawResp {
 class RawWatch {
   private readonly session: http2.ClientHttp2Session;
   private readonly stream: http2.ClientHttp2Stream;
-  private readonly queue: RawResp[] = [];
+  private readonly queue = new ArrivalQueue<RawResp>();
   private pending = Buffer.alloc(0);
-  private wake: (() => void) | undefined;
-  private ended: string | undefined;
 
   constructor(endpoint: string) {
     this.session = http2.connect(`http://${endpoint}`);
@@ -53,14 +52,10 @@ class RawWatch {
         const r = type.toObject(type.decode(raw), { longs: String, enums: String, defaults: true }) as WatchResp;
         this.queue.push({ raw: Buffer.from(raw), r });
       }
-      this.wake?.();
     });
-    this.stream.on("trailers", (t) => (this.ended = `status ${String(t["grpc-status"])} ${String(t["grpc-message"] ?? "")}`));
-    this.stream.on("error", (e: Error) => (this.ended ??= e.message));
-    this.stream.on("close", () => {
-      this.ended ??= "closed";
-      this.wake?.();
-    });
+    this.stream.on("trailers", (t) => this.queue.end(`status ${String(t["grpc-status"])} ${String(t["grpc-message"] ?? "")}`));
+    this.stream.on("error", (e: Error) => this.queue.end(e.message));
+    this.stream.on("close", () => this.queue.end("closed"));
   }
 
   /** Writes `requests` in one DATA write, so the server reads them in one go. */
@@ -70,21 +65,7 @@ class RawWatch {
   }
 
   async next(timeoutMs = 15_000): Promise<RawResp> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.queue.length === 0) {
-      if (this.ended !== undefined) throw new Error(`watch stream ended: ${this.ended}`);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error("no watch response in time");
-      await new Promise<void>((r) => {
-        const t = setTimeout(r, left);
-        this.wake = () => {
-          clearTimeout(t);
-          r();
-        };
-      });
-      this.wake = undefined;
-    }
-    return this.queue.shift()!;
+    return this.queue.next(timeoutMs);
   }
 
   close(): void {
