@@ -114,6 +114,27 @@ describe("transport over loopback", () => {
     expect(a!.received[0]!.index).toBe(3);
   });
 
+  it("redials a peer at once when the peer dials us, instead of waiting out its backoff (a restarted follower hears from the leader)", async () => {
+    // A backoff far beyond waitFor's bound: only the redial can bring a's stream back in time.
+    const a = await startNode(1n, { limits: { backoffInitialMs: 60_000, backoffMaxMs: 60_000 } });
+    const b = await startNode(2n);
+    nodes.push(a, b);
+    connectAll([a, b]);
+    await waitFor(() => a.transport.isActive(2n) && b.transport.isActive(1n), "streams up");
+    const port = Number(new URL(b.url).port);
+    await b.transport.stop();
+    nodes = nodes.filter((n) => n !== b);
+    await waitFor(() => !a.transport.isActive(2n), "stream down");
+    const b2 = await startNode(2n, { port });
+    nodes.push(b2);
+    b2.transport.addPeer(1n, [a.url]);
+    await waitFor(() => b2.transport.isActive(1n), "b2's stream to a");
+    await waitFor(() => a.transport.isActive(2n), "a's stream to b2, redialed when b2's arrived");
+    a.transport.send([msg(1n, 2n, 7)]);
+    await waitFor(() => b2.received.length === 1, "a message from a after the redial");
+    expect(b2.received[0]!.index).toBe(7);
+  });
+
   it("refuses a peer of another cluster and logs the cluster ID mismatch", async () => {
     const a = await startNode(1n, { clusterId: 0xaaan });
     const x = await startNode(2n, { clusterId: 0xbbbn });

@@ -177,6 +177,19 @@ export class PeerStream {
     this.socket.destroy();
   }
 
+  /**
+   * The peer dialed us (its stream to us is up): it is back, so a stream waiting out its backoff
+   * dials now instead of after up to backoffMaxMs. A restarted follower otherwise waited that long
+   * to hear from the leader (measured 1.1-1.6 s of a 1.7 s rejoin); etcd's peer there learns at
+   * once, because the restarted member dials the leader's stream itself.
+   */
+  redialNow(): void {
+    if (this.state !== "backoff") return;
+    clearTimeout(this.reconnectTimer);
+    this.backoffMs = this.ctx.limits.backoffInitialMs;
+    this.connect();
+  }
+
   stop(): void {
     this.state = "stopped";
     this.dialAbort.abort();

@@ -336,6 +336,7 @@ export class Transport {
         if (old !== undefined && old !== s) old.destroy();
         this.inboundStreams.set(from, s);
         this.lastHeardMs.set(from, performance.now());
+        this.peers.get(from)?.redialNow();
         s.on("data", () => this.lastHeardMs.set(from, performance.now()));
         s.once("close", () => {
           if (this.inboundStreams.get(from) === s) this.inboundStreams.delete(from);
