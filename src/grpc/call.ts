@@ -10,19 +10,11 @@ import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from "node:ht
 import type { Socket } from "node:net";
 import type { MethodDescriptor } from "../pb/codec.js";
 import { MESSAGE_PREFIX_BYTES, type MessageSink, MessageDeframer, messageTooLarge } from "./framing.js";
-import type {
-  AnyHandler,
-  BidiCall,
-  BidiHandler,
-  CallContext,
-  ClientStreamHandler,
-  MethodKind,
-  ServerStreamHandler,
-  UnaryHandler,
-} from "./handler.js";
+import type { AnyHandler, MethodKind } from "./handler.js";
 import { clientIdentityOfSocket } from "./client_identity.js";
 import { HeaderMetadata, type Metadata } from "./metadata.js";
 import { RequestQueue, cancelledError } from "./request-queue.js";
+import { type InvokedCall, invokeSingleRequest, invokeStreamingRequest } from "./invoke.js";
 import { GrpcError, Status, encodeGrpcMessage, toGrpcError } from "./status.js";
 
 /** A method as registered on the server: its descriptor and handler. */
@@ -98,7 +90,7 @@ function onStreamError(): void {
 
 type ReadState = "open" | "ended";
 
-export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, unknown> {
+export class Http2Call implements InvokedCall, MessageSink {
   readonly method: string;
   readonly deadline: number | undefined;
   private readonly stream: CallStream;
@@ -308,59 +300,15 @@ export class Http2Call implements CallContext, MessageSink, BidiCall<unknown, un
   // ---- handler invocation ----
 
   private startSingleRequestHandler(request: unknown): void {
-    const { kind, handler } = this.registered;
-    let result: unknown;
-    try {
-      if (kind === "unary") result = (handler as UnaryHandler<unknown, unknown>)(request, this);
-      else result = (handler as ServerStreamHandler<unknown, unknown>)(request, this, this);
-    } catch (err) {
-      this.fail(toGrpcError(err));
-      return;
-    }
-    if (kind === "unary") this.settleUnary(result);
-    else this.settleStreaming(result);
+    invokeSingleRequest(this.registered, request, this);
   }
 
   private startStreamingRequestHandler(): void {
-    const { kind, handler } = this.registered;
-    // Run after the constructor returns, so the server finishes its bookkeeping first.
-    queueMicrotask(() => {
-      if (this.finished) return;
-      let result: unknown;
-      try {
-        if (kind === "clientStream") result = (handler as ClientStreamHandler<unknown, unknown>)(this.requests!, this);
-        else result = (handler as BidiHandler<unknown, unknown>)(this, this);
-      } catch (err) {
-        this.fail(toGrpcError(err));
-        return;
-      }
-      if (kind === "clientStream") this.settleUnary(result);
-      else this.settleStreaming(result);
-    });
-  }
-
-  private settleUnary(result: unknown): void {
-    if (isPromise(result)) {
-      result.then(
-        (response) => this.respondOnce(response),
-        (err: unknown) => this.fail(toGrpcError(err)),
-      );
-    } else {
-      this.respondOnce(result);
-    }
-  }
-
-  private settleStreaming(result: unknown): void {
-    if (isPromise(result)) {
-      result.then(
-        () => this.end(),
-        (err: unknown) => this.fail(toGrpcError(err)),
-      );
-    }
+    invokeStreamingRequest(this.registered, this.requests!, this);
   }
 
   /** Unary and client-streaming: one response message, then OK. */
-  private respondOnce(response: unknown): void {
+  respondOnce(response: unknown): void {
     if (this.finished) return;
     const frame = this.encode(response);
     if (!frame) return;
@@ -522,6 +470,3 @@ function closeIfStillReading(stream: ServerHttp2Stream): void {
   if (!stream.destroyed && !stream.readableEnded) stream.close(NGHTTP2_NO_ERROR);
 }
 
-function isPromise(value: unknown): value is Promise<unknown> {
-  return value !== null && typeof value === "object" && typeof (value as Promise<unknown>).then === "function";
-}

@@ -62,8 +62,8 @@ const NOT_FOUND: HttpResponse = {
   body: "404 page not found\n",
 };
 
-/** The transport side of one plain HTTP exchange. */
-interface HttpExchange {
+/** The transport side of one plain HTTP exchange (a front end's pipe is one too: src/server/front_end). */
+export interface HttpExchange {
   readonly source: NodeJS.ReadableStream & { destroyed: boolean };
   writeHead(status: number, headers: Record<string, string>): void;
   /** Writes a chunk; resolves when the transport can take more. */
@@ -92,7 +92,8 @@ function readBody(source: HttpExchange["source"], limitBytes: number): Promise<B
   });
 }
 
-function makeRequest(
+/** The handler's view of one exchange. */
+export function makeRequest(
   method: string,
   url: string,
   headers: Record<string, string | string[] | undefined>,
@@ -138,7 +139,8 @@ function makeRequest(
   };
 }
 
-async function respond(exchange: HttpExchange, handler: HttpHandler | undefined, request: HttpRequest): Promise<void> {
+/** Runs the handler on a request and writes its response (or its error, or 404) to the exchange. */
+export async function respond(exchange: HttpExchange, handler: HttpHandler | undefined, request: HttpRequest): Promise<void> {
   let response: HttpResponse | undefined;
   try {
     response = handler ? await handler(request) : undefined;

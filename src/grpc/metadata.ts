@@ -49,6 +49,11 @@ export class HeaderMetadata implements Metadata {
     return Array.isArray(v) ? v[0] : v;
   }
 
+  /** The headers this view reads (a front end forwards them to the core as they came). */
+  get rawHeaders(): Readonly<IncomingHttpHeaders> {
+    return this.headers;
+  }
+
   getAll(key: string): string[] {
     if (key.charCodeAt(0) === 0x3a) return [];
     return valuesOf(this.headers[key]);

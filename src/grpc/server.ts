@@ -49,6 +49,9 @@ export interface TlsOptions {
   onRefused?(remoteAddress: string, reason: string): void;
 }
 
+/** The methods of each service, as the server reads them (ProtoCodecs; a front end's raw-bytes table). */
+export type ServiceTable = Pick<ProtoCodecs, "service">;
+
 export interface GrpcServerOptions {
   /** Largest request message accepted (etcd: --max-request-bytes + 512 KiB). */
   maxReceiveMessageBytes?: number;
@@ -62,7 +65,7 @@ export interface GrpcServerOptions {
   /** Handler for plain HTTP requests; without it they get 404. */
   http?: HttpHandler;
   /** Compiled protos; defaults to the etcd v3 API. */
-  codecs?: ProtoCodecs;
+  codecs?: ServiceTable;
   /** nghttp2 memory cap per connection, in MB (Node's default of 10 is tight for many streams). */
   maxSessionMemoryMb?: number;
   /** Time close() waits for calls to finish before cancelling them. */
@@ -97,7 +100,7 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
   readonly observer: CallObserver | undefined;
   private readonly options: GrpcServerOptions;
   private readonly keepalive: KeepaliveOptions;
-  private readonly codecs: ProtoCodecs;
+  private readonly codecs: ServiceTable;
   private readonly methods = new Map<string, RegisteredMethod>();
   private readonly services = new Set<string>();
   private readonly calls = new Set<Http2Call>();

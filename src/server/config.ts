@@ -38,6 +38,8 @@ export const MAX_QUOTA_BACKEND_BYTES = 8 * 1024 * 1024 * 1024;
 /** etcd's maxElectionMs. */
 export const MAX_ELECTION_MS = 50_000;
 const MAX_UINT32 = 4294967295;
+/** Front ends beyond this gain nothing on any host we know and cost a process each: a larger value is refused. */
+const FRONT_ENDS_MAX = 64;
 
 export type LogLevel = "debug" | "info" | "warn" | "error" | "panic" | "fatal";
 export const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error", "panic", "fatal"];
@@ -119,6 +121,8 @@ export interface ServerConfig {
   readonly grpcKeepaliveTimeoutMs: number;
   readonly watchProgressNotifyIntervalMs: number;
   readonly compactionBatchLimit: number;
+  /** Front-end processes that own the client connections (--experimental-front-ends; 0: none, today's one process). */
+  readonly frontEnds: number;
   /** Entries kept in the raft log behind a snapshot for slow followers (--experimental-snapshot-catchup-entries). */
   readonly snapshotCatchUpEntries: number;
 
@@ -185,6 +189,7 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   { group: LOGGING, name: "log-level", kind: "string", defaultValue: "info", usage: "Configures log level. Only supports debug, info, warn, error, panic, or fatal." },
 
   { group: EXPERIMENTAL, name: "experimental-compaction-batch-limit", kind: "uint", defaultValue: "1000", usage: "Sets the maximum revisions deleted in each compaction batch." },
+  { group: EXPERIMENTAL, name: "experimental-front-ends", kind: "uint", defaultValue: "0", max: FRONT_ENDS_MAX, usage: "etcetera: number of front-end processes serving the client port (0: the member's one process serves it)." },
   { group: EXPERIMENTAL, name: "experimental-snapshot-catchup-entries", kind: "uint", defaultValue: "5000", usage: "Number of entries for a slow follower to catch up after compacting the raft storage entries." },
   { group: EXPERIMENTAL, name: "experimental-watch-progress-notify-interval", kind: "duration", defaultValue: "10m", usage: "Duration of periodical watch progress notification." },
 
@@ -330,6 +335,7 @@ function buildConfig(
     watchProgressNotifyIntervalMs: parseGoDurationMs(raw("experimental-watch-progress-notify-interval")),
     compactionBatchLimit: parseGoUint(raw("experimental-compaction-batch-limit")),
     snapshotCatchUpEntries: parseGoUint(raw("experimental-snapshot-catchup-entries")),
+    frontEnds: parseGoUint(raw("experimental-front-ends")),
     ops: opsConfig(raw),
     tls,
     auth: authConfig(raw),

@@ -2,24 +2,16 @@
  * `node dist/server.js [etcd flags]`: parse the flags, start the member, serve the client API on
  * every --listen-client-urls, and stop cleanly on SIGTERM/SIGINT.
  */
+import { rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import { collectDefaultMetrics, Registry } from "prom-client";
-import { GrpcServer, GRPC_OVERHEAD_BYTES, type MemberServices } from "../grpc/index.js";
+import { GrpcServer, type MemberServices } from "../grpc/index.js";
 import { clientHttp } from "../gateway/index.js";
 import { serveHttp1 } from "../grpc/http.js";
 import { registerMvccMetrics } from "../mvcc/metrics.js";
-import { authService } from "./api/auth.js";
-import { clusterService } from "./api/cluster.js";
-import { electionService } from "./api/election.js";
-import { healthService } from "./api/health.js";
-import { kvService } from "./api/kv.js";
-import { learnerGated } from "./api/learner_gate.js";
-import { leaseService } from "./api/lease.js";
-import { lockService } from "./api/lock.js";
-import { maintenanceService } from "./api/maintenance.js";
 import { Quota } from "./api/quota.js";
-import { watchService } from "./api/watch.js";
+import { addClientServices, clientPortLimits } from "./client_services.js";
 import { resolveCommandLine, type ServerConfig } from "./config.js";
 import { EtcdServer } from "./etcdserver.js";
 import { grpcMetrics } from "./grpc_metrics.js";
@@ -29,6 +21,7 @@ import { createLogger, type Logger } from "./logger.js";
 import { formatId } from "./member.js";
 import { loadMemberCodecs } from "../pb/protos.js";
 import { tuneV8 } from "./v8_tuning.js";
+import { FrontEnds } from "./front_end/front_ends.js";
 import { clientTls, httpsOptions, listenOn, listenTarget } from "./tls/client_listeners.js";
 import { isTlsUrl } from "./tls/url_check.js";
 import { TEST_BUG_ENV, testBugsFromEnv, type TestBug } from "./test_bugs.js";
@@ -97,32 +90,24 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
   const routes = httpRoutes(server, registry, { enablePprof: config.enablePprof });
   // One observer for every client URL: the gRPC families count the member's calls, not a listener's.
   const observer = grpcMetrics(registry, { level: config.metricsLevel });
-  for (const url of config.listenClientUrls) {
-    // The member's codecs decode to the camelCase messages of src/pb/member-types.ts; addService checks each service against them.
-    const g = new GrpcServer<MemberServices>({
-      codecs: loadMemberCodecs(),
-      maxReceiveMessageBytes: config.maxRequestBytes + GRPC_OVERHEAD_BYTES,
-      maxConcurrentStreams: config.maxConcurrentStreams,
-      // --grpc-keepalive-*: etcd's server keepalive parameters and enforcement policy.
-      // A 0 timeout is grpc-go's default (20 s), not an immediate close.
-      keepalive: { intervalMs: config.grpcKeepaliveIntervalMs, timeoutMs: config.grpcKeepaliveTimeoutMs || 20_000, minTimeMs: config.grpcKeepaliveMinTimeMs },
-      observer,
-      tls: isTlsUrl(url) ? tlsForClients?.grpc : undefined,
-    });
-    const learner = () => server.isLearner();
-    g.addService("etcdserverpb.KV", learnerGated(learner, "etcdserverpb.KV", kvService(server.v3, quota)));
-    g.addService("etcdserverpb.Lease", learnerGated(learner, "etcdserverpb.Lease", leaseService(server.v3, quota)));
-    g.addService("etcdserverpb.Cluster", learnerGated(learner, "etcdserverpb.Cluster", clusterService(server.v3)));
-    g.addService("etcdserverpb.Maintenance", learnerGated(learner, "etcdserverpb.Maintenance", maintenanceService(server.v3)));
-    g.addService("etcdserverpb.Watch", learnerGated(learner, "etcdserverpb.Watch", watchService(server.v3)));
-    g.addService("etcdserverpb.Auth", learnerGated(learner, "etcdserverpb.Auth", authService(server.v3)));
-    g.addService("v3lockpb.Lock", learnerGated(learner, "v3lockpb.Lock", lockService(server.v3)));
-    g.addService("v3electionpb.Election", learnerGated(learner, "v3electionpb.Election", electionService(server.v3)));
-    g.addService("grpc.health.v1.Health", healthService());
-    // After the services: the JSON gateway dispatches to the handlers registered above.
-    g.setHttpHandler(clientHttp({ methods: g, routes, cors: config.cors, hostWhitelist: config.hostWhitelist }));
-    await listenOn(g, url);
-    grpcServers.push(g);
+  let frontEnds: FrontEnds | undefined;
+  if (config.frontEnds > 0) {
+    frontEnds = await startFrontEnds(config, logger, server, quota, routes, observer);
+  } else {
+    for (const url of config.listenClientUrls) {
+      // The member's codecs decode to the camelCase messages of src/pb/member-types.ts; addService checks each service against them.
+      const g = new GrpcServer<MemberServices>({
+        codecs: loadMemberCodecs(),
+        ...clientPortLimits(config),
+        observer,
+        tls: isTlsUrl(url) ? tlsForClients?.grpc : undefined,
+      });
+      addClientServices(g, server, quota);
+      // After the services: the JSON gateway dispatches to the handlers registered above.
+      g.setHttpHandler(clientHttp({ methods: g, routes, cors: config.cors, hostWhitelist: config.hostWhitelist }));
+      await listenOn(g, url);
+      grpcServers.push(g);
+    }
   }
   const metricsServers = config.listenMetricsUrls.map((url) => {
     const target = listenTarget(url);
@@ -141,6 +126,7 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
     stopping = true;
     logger.info({ signal }, "received signal; shutting down");
     await Promise.all(grpcServers.map((g) => g.close(1000)));
+    await frontEnds?.stop();
     for (const m of metricsServers) m.close();
     await server.stop();
     logger.info("stopped");
@@ -151,4 +137,35 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
 
   await server.ready;
   logger.info({ clientUrls: config.listenClientUrls }, "ready to serve client requests");
+}
+
+/**
+ * --experimental-front-ends=N: the client URLs are served by N front-end processes (front_end/);
+ * this process keeps a GrpcServer that never listens, with the same services, to run the calls
+ * they forward, and the same HTTP handler for the requests that are not gRPC.
+ */
+async function startFrontEnds(
+  config: ServerConfig,
+  logger: Logger,
+  server: EtcdServer,
+  quota: Quota,
+  routes: ReturnType<typeof httpRoutes>,
+  observer: ReturnType<typeof grpcMetrics>,
+): Promise<FrontEnds> {
+  const dispatch = new GrpcServer<MemberServices>({ codecs: loadMemberCodecs(), observer });
+  addClientServices(dispatch, server, quota);
+  const http = clientHttp({ methods: dispatch, routes, cors: config.cors, hostWhitelist: config.hostWhitelist });
+  // etcd's NewUnixListener removes a stale socket file; the front ends share one socket, so it is removed once, here.
+  for (const url of config.listenClientUrls) {
+    const target = listenTarget(url);
+    if (target.kind === "unix") rmSync(target.path, { force: true });
+  }
+  return FrontEnds.start({
+    count: config.frontEnds,
+    logger,
+    method: (path) => dispatch.method(path),
+    http,
+    observer,
+    maxSendMessageBytes: dispatch.maxSendMessageBytes,
+  });
 }

@@ -134,6 +134,13 @@ export function newClusterArgs(s: MemberSpec, specs: readonly MemberSpec[], toke
   ];
 }
 
+/**
+ * E2E_ETCETERA_ARGS: flags added to every etcetera member a Cluster creates (space-separated), to
+ * run a whole suite in another mode, e.g. `E2E_ETCETERA_ARGS=--experimental-front-ends=2`. etcd
+ * members never get them (the flags are etcetera's).
+ */
+const ETCETERA_EXTRA_ARGS: readonly string[] = (process.env.E2E_ETCETERA_ARGS ?? "").split(" ").filter((a) => a !== "");
+
 export interface ClusterOptions {
   size: number;
   extraArgs?: string[];
@@ -173,6 +180,7 @@ export class Cluster {
           "--log-level=info",
           ...(s.metricsPort === undefined ? [] : [`--listen-metrics-urls=http://127.0.0.1:${s.metricsPort}`]),
           ...(opts.extraArgs ?? []),
+          ...(target === "etcetera" ? ETCETERA_EXTRA_ARGS : []),
         ], {}, target),
     );
     return new Cluster(dir, members);

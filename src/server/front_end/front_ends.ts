@@ -1,0 +1,120 @@
+/**
+ * The core's front ends (`--experimental-front-ends=N`, docs/multicore.md): the member process
+ * becomes a node:cluster primary and forks N processes of the same binary that own the client
+ * connections. SCHED_NONE hands each front end the listening socket itself, so the kernel spreads
+ * the accepts and the core's thread never touches a client connection. Each front end gets a
+ * private pipe (fd FRONT_END_PIPE_FD) for its calls; one that dies is forked again, and stopping
+ * the member stops them all.
+ */
+import cluster, { type Worker } from "node:cluster";
+import type { Socket } from "node:net";
+import type { CallObserver, RegisteredMethod } from "../../grpc/call.js";
+import type { HttpHandler } from "../../grpc/http.js";
+import type { GrpcError } from "../../grpc/status.js";
+import type { Logger } from "../logger.js";
+import { FRONT_END_ENV, FRONT_END_PIPE_FD } from "./front_end.js";
+import { FrontEndLink } from "./front_end_link.js";
+
+export interface FrontEndsOptions {
+  readonly count: number;
+  readonly logger: Logger;
+  /** The core's registered methods (a GrpcServer that never listens). */
+  method(path: string): RegisteredMethod | GrpcError;
+  readonly http: HttpHandler;
+  readonly observer: CallObserver | undefined;
+  readonly maxSendMessageBytes: number;
+}
+
+/** A front end that exits is forked again after this long (a crash loop does not spin the core). */
+const REFORK_DELAY_MS = 100;
+/** How long stop() waits for a front end to exit on its own before killing it. */
+const STOP_WAIT_MS = 5000;
+
+interface Slot {
+  worker: Worker;
+  link: FrontEndLink;
+  listening: boolean;
+}
+
+export class FrontEnds {
+  private readonly options: FrontEndsOptions;
+  private readonly slots: (Slot | undefined)[];
+  private stopping = false;
+
+  private constructor(options: FrontEndsOptions) {
+    this.options = options;
+    this.slots = new Array<Slot | undefined>(options.count).fill(undefined);
+  }
+
+  /** Forks the front ends; resolves once every one listens on every client URL. */
+  static async start(options: FrontEndsOptions): Promise<FrontEnds> {
+    // Before the first fork: SCHED_NONE shares the listening socket instead of accepting in the primary.
+    cluster.schedulingPolicy = cluster.SCHED_NONE;
+    cluster.setupPrimary({
+      exec: process.argv[1],
+      args: process.argv.slice(2),
+      execArgv: process.execArgv,
+      // fd 3 is the front end's pipe (FRONT_END_PIPE_FD); logs go to the member's own stdout and stderr.
+      stdio: ["ignore", "inherit", "inherit", "pipe", "ipc"],
+    });
+    const frontEnds = new FrontEnds(options);
+    await Promise.all(Array.from({ length: options.count }, (_, i) => frontEnds.fork(i)));
+    return frontEnds;
+  }
+
+  /** The front ends' process ids (tests, benchmarks). */
+  get pids(): number[] {
+    return this.slots.flatMap((s) => (s?.worker.process.pid === undefined ? [] : [s.worker.process.pid]));
+  }
+
+  /** Stops every front end: each closes its listeners and lets its calls finish; one that lingers is killed. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await Promise.all(
+      this.slots.map(async (slot) => {
+        if (slot === undefined || slot.worker.isDead()) return;
+        const exited = new Promise<void>((resolve) => slot.worker.once("exit", () => resolve()));
+        slot.link.close();
+        const timer = setTimeout(() => slot.worker.process.kill("SIGKILL"), STOP_WAIT_MS);
+        await exited;
+        clearTimeout(timer);
+      }),
+    );
+  }
+
+  /** Forks front end `index`; resolves once it listens (rejects if it exits first). */
+  private fork(index: number): Promise<void> {
+    const { logger } = this.options;
+    const worker = cluster.fork({ [FRONT_END_ENV]: String(index) });
+    const socket = worker.process.stdio?.[FRONT_END_PIPE_FD] as Socket | undefined;
+    if (socket === undefined || socket === null) throw new Error(`front end ${index}: no pipe at fd ${FRONT_END_PIPE_FD}`);
+    return new Promise<void>((resolve, reject) => {
+      const link = new FrontEndLink(socket, {
+        method: (path) => this.options.method(path),
+        http: this.options.http,
+        observer: this.options.observer,
+        maxSendMessageBytes: this.options.maxSendMessageBytes,
+        onListening: () => {
+          slot.listening = true;
+          logger.info({ frontEnd: index, pid: worker.process.pid }, "front end serving the client URLs");
+          resolve();
+        },
+        onClosed: (error) => {
+          if (error !== undefined) logger.error({ frontEnd: index, err: String(error) }, "front end pipe failed; stopping that front end");
+          if (!worker.isDead()) worker.process.kill("SIGKILL");
+        },
+      });
+      const slot: Slot = { worker, link, listening: false };
+      this.slots[index] = slot;
+      worker.once("exit", (code: number | null, signal: string | null) => {
+        if (!slot.listening) reject(new Error(`front end ${index} exited (code ${code}, signal ${signal}) before it listened`));
+        if (this.stopping || this.slots[index] !== slot) return;
+        logger.warn({ frontEnd: index, pid: worker.process.pid, code, signal }, "front end exited; forking it again");
+        setTimeout(() => {
+          if (this.stopping) return;
+          this.fork(index).catch((err: unknown) => logger.error({ frontEnd: index, err: String(err) }, "front end did not start again"));
+        }, REFORK_DELAY_MS);
+      });
+    });
+  }
+}

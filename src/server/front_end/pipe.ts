@@ -1,0 +1,103 @@
+/**
+ * One end of the pipe between the core and a front end: frames out, batched so that all frames of
+ * one event-loop turn leave in one write (no syscall per request), and frames in, split by
+ * FrameReader. The pipe's own backpressure is visible (`backedUp`, `whenWritable`) so that the
+ * side producing responses pauses instead of buffering without bound.
+ */
+import type { Socket } from "node:net";
+import { encodeFrame, type Frame, type FrameKind, FrameReader, type FrameValues } from "./frame.js";
+
+export interface FramePipeEvents {
+  frame(frame: Frame): void;
+  /** The pipe closed (the other process exited or closed it), or a frame was malformed. */
+  closed(error: Error | undefined): void;
+}
+
+export class FramePipe {
+  private readonly socket: Socket;
+  private readonly events: FramePipeEvents;
+  private readonly reader = new FrameReader();
+  private batch: Buffer[] = [];
+  private batchBytes = 0;
+  private flushScheduled = false;
+  private waiters: (() => void)[] = [];
+  private isClosed = false;
+  /** True while the socket holds more than its high-water mark: producers should wait for whenWritable. */
+  backedUp = false;
+
+  constructor(socket: Socket, events: FramePipeEvents) {
+    this.socket = socket;
+    this.events = events;
+    socket.on("data", (chunk: Buffer) => {
+      if (this.isClosed) return;
+      try {
+        this.reader.push(chunk, events.frame);
+      } catch (err) {
+        this.close(err as Error);
+      }
+    });
+    socket.on("drain", () => {
+      this.backedUp = false;
+      this.releaseWaiters();
+    });
+    socket.on("error", (err: Error) => this.close(err));
+    socket.on("close", () => this.close(this.reader.partial ? new Error("pipe closed inside a frame") : undefined));
+  }
+
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
+  /** Queues a frame for this turn's write. */
+  send<K extends FrameKind>(kind: K, id: number, values: FrameValues<K>): void {
+    if (this.isClosed) return;
+    const frame = encodeFrame(kind, id, values);
+    this.batch.push(frame);
+    this.batchBytes += frame.length;
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(flushPipe, this);
+    }
+  }
+
+  /** Writes the turn's frames as one buffer. */
+  flush(): void {
+    this.flushScheduled = false;
+    const batch = this.batch;
+    if (batch.length === 0 || this.isClosed) return;
+    const bytes = batch.length === 1 ? batch[0]! : Buffer.concat(batch, this.batchBytes);
+    this.batch = [];
+    this.batchBytes = 0;
+    if (!this.socket.write(bytes)) this.backedUp = true;
+  }
+
+  /** Resolves once the pipe is not backed up (at once if it is not, or once it closed). */
+  whenWritable(): Promise<void> {
+    if (!this.backedUp || this.isClosed) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  /** Flushes what is queued and ends the pipe. */
+  end(): void {
+    this.flush();
+    this.socket.end();
+  }
+
+  private close(error: Error | undefined): void {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.releaseWaiters();
+    this.socket.destroy();
+    this.events.closed(error);
+  }
+
+  private releaseWaiters(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const resolve of waiters) resolve();
+  }
+}
+
+function flushPipe(pipe: FramePipe): void {
+  pipe.flush();
+}
