@@ -62,7 +62,15 @@ export interface ImageRebuild {
   consistentIndex: number;
 }
 
-type RawRow = [number, Buffer, number, number, number | string, number];
+/** An index row as SQLite returns it in raw mode for INDEX_ROW_COLUMNS. */
+export type RawIndexRow = [number, Buffer, number, number, number | string, number];
+
+/** The kv columns the rebuild reads: everything but the value, whose blobs it never needs. */
+export const INDEX_ROW_COLUMNS = `rev, key, create_rev, version, ${leaseColumnSql('lease')}, tombstone`;
+
+export function indexRowOf(r: RawIndexRow): IndexRow {
+  return { rev: r[0], key: r[1], createRev: r[2], version: r[3], lease: leaseFromColumn(r[4]), tombstone: r[5] !== 0 };
+}
 
 /**
  * Rebuilds the index from the image at `path` (a SQLite file with the kv and meta tables), a page
@@ -71,14 +79,12 @@ type RawRow = [number, Buffer, number, number, number | string, number];
 export async function rebuildFromImage(path: string, consistentIndexName: string): Promise<ImageRebuild> {
   const db = new Database(path, { readonly: true, fileMustExist: true });
   try {
-    const page = db.prepare<[number, number], RawRow>(`SELECT rev, key, create_rev, version, ${leaseColumnSql('lease')}, tombstone FROM kv WHERE rev > ? ORDER BY rev LIMIT ?`).raw();
+    const page = db.prepare<[number, number], RawIndexRow>(`SELECT ${INDEX_ROW_COLUMNS} FROM kv WHERE rev > ? ORDER BY rev LIMIT ?`).raw();
     const ciValue = db.prepare<[string], unknown>('SELECT value FROM meta WHERE name = ?').pluck().get(consistentIndexName);
     const build = new IndexRebuild();
     for (let after = -1; ; ) {
       const rows = page.all(after, REBUILD_PAGE_ROWS);
-      for (const r of rows) {
-        build.add({ rev: r[0], key: r[1], createRev: r[2], version: r[3], lease: leaseFromColumn(r[4]), tombstone: r[5] !== 0 });
-      }
+      for (const r of rows) build.add(indexRowOf(r));
       if (rows.length < REBUILD_PAGE_ROWS) break;
       after = rows[rows.length - 1]![0];
       await new Promise<void>((resolve) => setImmediate(resolve));

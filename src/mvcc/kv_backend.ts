@@ -10,6 +10,7 @@ import { Backend, type BackendOptions } from '../backend/backend.js';
 import type { BatchTx } from '../backend/batch_tx.js';
 import { invariant } from './errors.js';
 import { leaseColumnSql, leaseFromColumn, type LeaseId } from './types.js';
+import { INDEX_ROW_COLUMNS, indexRowOf, type IndexRow, type RawIndexRow } from './index_rebuild.js';
 
 /** One stored revision of a key; tombstones have empty value and zero create/version/lease. */
 export interface KvRow {
@@ -173,6 +174,7 @@ function prepare(tx: BatchTx) {
     del: tx.write<[number]>('DELETE FROM kv WHERE rev = ?'),
     range: tx.read<[number, number, number], RawRow>(`SELECT ${selectCols} FROM kv WHERE rev >= ? AND rev <= ? ORDER BY rev LIMIT ?`, 'raw'),
     all: tx.read<[], RawRow>(`SELECT ${selectCols} FROM kv ORDER BY rev`, 'raw'),
+    allIndexRows: tx.read<[], RawIndexRow>(`SELECT ${INDEX_ROW_COLUMNS} FROM kv ORDER BY rev`, 'raw'),
     maxRev: tx.read<[], number | null>('SELECT max(rev) FROM kv', 'pluck'),
     metaGet: tx.read<[string], unknown>('SELECT value FROM meta WHERE name = ?', 'pluck'),
     metaHas: tx.read<[string], number>('SELECT 1 FROM meta WHERE name = ? AND value IS NOT NULL', 'pluck'),
@@ -274,6 +276,11 @@ export class KvBackend {
   /** Every row in revision order (restart, hashing). */
   *allRows(): IterableIterator<KvRow> {
     for (const r of this.s.all.iterate()) yield toRow(r);
+  }
+
+  /** Every row less its value, in revision order (the key index rebuild at open). */
+  *indexRows(): IterableIterator<IndexRow> {
+    for (const r of this.s.allIndexRows.iterate()) yield indexRowOf(r);
   }
 
   maxRev(): number {

@@ -221,7 +221,7 @@ export class KvStore implements StoreCore {
       build = prebuilt.build;
     } else {
       build = new IndexRebuild();
-      for (const row of b.allRows()) build.add(row);
+      for (const row of b.indexRows()) build.add(row);
     }
     invariant(this.index.size === 0, 'the index must be cleared before a rebuild is adopted');
     this.index.adopt(build.index);
