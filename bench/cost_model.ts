@@ -6,7 +6,7 @@
  * 2, 4, 8 and 16 cores.
  *
  *   npx tsx bench/cost_model.ts bench/results/<stamp>.json [--row=put-100x1000-leader]
- *        [--profile=DIR] [--client-share=0.xx] [--handoff-us=N] [--cores=2,4,8,16]
+ *        [--profile=DIR] [--client-share=0.xx] [--handoff-us=N] [--handoff-front-us=N] [--cores=2,4,8,16]
  *
  * Take both inputs from a quiet machine: the µs come from the results file, the share from the
  * profile (shares hold under load, absolute µs do not).
@@ -190,7 +190,7 @@ const DEFAULT_HANDOFF_US = 2;
 function main(): void {
   const argv = process.argv.slice(2);
   const file = argv.find((a) => !a.startsWith("--"));
-  if (file === undefined) throw new Error("usage: cost_model.ts <bench:compare results .json> [--row=ID] [--profile=DIR] [--client-share=X] [--handoff-us=N] [--cores=2,4,8,16]");
+  if (file === undefined) throw new Error("usage: cost_model.ts <bench:compare results .json> [--row=ID] [--profile=DIR] [--client-share=X] [--handoff-us=N] [--handoff-front-us=N] [--cores=2,4,8,16]");
   const opt = (k: string) => argv.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3);
   const row = opt("row") ?? "put-100x1000-leader";
   const runs = (JSON.parse(readFileSync(file, "utf8")) as { runs: RunRecord[] }).runs;
@@ -202,8 +202,10 @@ function main(): void {
   const clientShare = shareOpt !== undefined ? Number(shareOpt) : profileDir !== undefined ? leaderProfileShare(profileDir) : NaN;
   if (!Number.isFinite(clientShare)) throw new Error("give --profile=DIR (bench/compare/profile.ts output) or --client-share=X");
   const handoff = Number(opt("handoff-us") ?? DEFAULT_HANDOFF_US);
+  // The front end's side may differ from the core's (measured: docs/multicore.md); without it, the same.
+  const handoffFront = Number(opt("handoff-front-us") ?? handoff);
   const cores = (opt("cores") ?? "2,4,8,16").split(",").map(Number);
-  const out = costModel({ mainUs: et.leaderMainUs, processUs: et.leaderUs, followerMainUs: et.followerMainUs, clientShare, handoffCoreUs: handoff, handoffFrontUs: handoff }, cores);
+  const out = costModel({ mainUs: et.leaderMainUs, processUs: et.leaderUs, followerMainUs: et.followerMainUs, clientShare, handoffCoreUs: handoff, handoffFrontUs: handoffFront }, cores);
   const f0 = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString("en-US") : "∞");
   const f1 = (v: number) => v.toFixed(1);
   const lines = [
@@ -211,7 +213,7 @@ function main(): void {
     "",
     `- etcetera leader: ${f1(et.leaderUs)} µs per put in the process, ${f1(et.leaderMainUs)} µs on its main thread; busier follower ${f1(et.followerUs)} µs (main thread ${f1(et.followerMainUs)} µs)` +
       (ed !== undefined ? `; etcd leader ${f1(ed.leaderUs)} µs per put over all its threads` : ""),
-    `- client-port share of the leader's main thread: ${(clientShare * 100).toFixed(0)}%${profileDir !== undefined && shareOpt === undefined ? ` (profile ${profileDir})` : ""}; hand-off ${f1(handoff)} µs per put on each side`,
+    `- client-port share of the leader's main thread: ${(clientShare * 100).toFixed(0)}%${profileDir !== undefined && shareOpt === undefined ? ` (profile ${profileDir})` : ""}; hand-off ${handoffFront === handoff ? `${f1(handoff)} µs per put on each side` : `${f1(handoff)} µs per put on the core, ${f1(handoffFront)} on a front end`}`,
     `- main-thread µs per put: today ${f1(out.coreUsToday)} (ceiling ${f0(out.ceilingToday)} puts/s on any number of cores), after ${f1(out.coreUsAfter)}; a front end spends ${f1(out.frontUsPerPut)} µs per put; helper threads ${f1(out.helperUs)} µs`,
     "",
     "| cores | front ends | core thread limit | front-end limit | follower limit | ceiling puts/s | bound by |",

@@ -7,12 +7,13 @@
  *
  *   npx tsx bench/compare/cpu_per_put.ts --a=/tmp/base/dist/server.js [--b=dist/server.js]
  *        [--a-node-args=F1,F2] [--b-node-args=...] [--a-env=K=V,...] [--b-env=...] [--rounds=3] [--total=20000] [--warmup=6000]
- *        [--conns=100] [--clients=1000]
+ *        [--conns=100] [--clients=1000] [--c=... --c-env=... --c-node-args=...: a third variant]
  *
  * CPU time per request is far less sensitive to a busy machine than requests/s, but not immune
  * (cache misses, frequency, the kernel's share of loopback traffic): compare A/B from one run,
  * never figures from different runs. No profiler runs (it costs the leader ~10%).
  */
+import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { BenchCluster, SERVER_JS } from "./cluster.js";
 import { runEtcdBenchmark } from "./etcd-tool.js";
@@ -26,6 +27,18 @@ interface RoundResult {
   followerMainUs: number;
   /** The leader's peak RSS (VmHWM), MB: what a GC knob trades CPU against. */
   leaderPeakRssMb: number;
+  /** The leader's front-end processes (--experimental-front-ends), all threads, summed; 0 without. */
+  frontEndsUs: number;
+}
+
+/** A member's child processes: its front ends, when it has any. */
+function childrenOf(pid: number): number[] {
+  try {
+    const text = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim();
+    return text === "" ? [] : text.split(" ").map(Number);
+  } catch {
+    return [];
+  }
 }
 
 async function round(serverJs: string, nodeArgs: string[], env: Record<string, string>, opt: (n: string, d: string) => string): Promise<RoundResult | undefined> {
@@ -35,9 +48,12 @@ async function round(serverJs: string, nodeArgs: string[], env: Record<string, s
   try {
     const leader = await startAndWarm(cluster, load, Number(opt("warmup", "6000")));
     const pids = cluster.pids();
+    const frontEnds = childrenOf(pids[leader]!);
     const before = pids.map((pid) => sampleProcess(pid));
+    const frontEndsBefore = frontEnds.map((pid) => sampleProcess(pid));
     const r = await runEtcdBenchmark(cluster.endpoints, load(total), { timeoutMs: 600_000 });
     const after = pids.map((pid) => sampleProcess(pid));
+    const frontEndsAfter = frontEnds.map((pid) => sampleProcess(pid));
     const peakRss = cluster.peakRss();
     // An election during the run (a starved member on a busy machine) moves the work: the figures
     // would be of two leaders, so the round is taken again.
@@ -53,7 +69,13 @@ async function round(serverJs: string, nodeArgs: string[], env: Record<string, s
     });
     const lead = cpu[leader]!;
     const followers = cpu.filter((_, i) => i !== leader).map((c) => c.threads.find((t) => t.main)?.usPerRequest ?? 0);
-    return { processUs: lead.usPerRequest, mainUs: lead.threads.find((t) => t.main)?.usPerRequest ?? 0, followerMainUs: Math.max(...followers), leaderPeakRssMb: (peakRss[leader] ?? 0) / 1048576 };
+    let frontEndsUs = 0;
+    for (const [i, b] of frontEndsBefore.entries()) {
+      const a = frontEndsAfter[i];
+      if (b === undefined || a === undefined) throw new Error(`front end ${frontEnds[i]} exited during the run`);
+      frontEndsUs += cpuBetween(b, a, r.count + r.errorCount).usPerRequest;
+    }
+    return { processUs: lead.usPerRequest, mainUs: lead.threads.find((t) => t.main)?.usPerRequest ?? 0, followerMainUs: Math.max(...followers), leaderPeakRssMb: (peakRss[leader] ?? 0) / 1048576, frontEndsUs };
   } finally {
     await cluster.destroy();
   }
@@ -70,7 +92,7 @@ function describe(label: string, rs: RoundResult[]): string {
     const xs = rs.map(pick);
     return `${median(xs).toFixed(1)} (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)})`;
   };
-  return `${label}: leader process ${f((r) => r.processUs)} µs/put, main thread ${f((r) => r.mainUs)}, busier follower main ${f((r) => r.followerMainUs)}, leader peak RSS ${f((r) => r.leaderPeakRssMb)} MB; rounds: ${rs.map((r) => `${r.processUs.toFixed(0)}/${r.mainUs.toFixed(0)}`).join(" ")}`;
+  return `${label}: leader process ${f((r) => r.processUs)} µs/put, main thread ${f((r) => r.mainUs)}, front ends ${f((r) => r.frontEndsUs)}, busier follower main ${f((r) => r.followerMainUs)}, leader peak RSS ${f((r) => r.leaderPeakRssMb)} MB; rounds: ${rs.map((r) => `${r.processUs.toFixed(0)}/${r.mainUs.toFixed(0)}`).join(" ")}`;
 }
 
 async function main(): Promise<void> {
@@ -78,17 +100,22 @@ async function main(): Promise<void> {
   const opt = (name: string, dflt: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? dflt;
   const a = resolve(opt("a", SERVER_JS));
   const b = resolve(opt("b", SERVER_JS));
+  // An optional third variant C (e.g. --c-env=ETCD_EXPERIMENTAL_FRONT_ENDS=2 beside A with 0 and B with 1).
+  const withC = argv.some((x) => x.startsWith("--c=") || x.startsWith("--c-env=") || x.startsWith("--c-node-args="));
+  const c = resolve(opt("c", SERVER_JS));
   // Node flags per build (comma-separated), e.g. --b-node-args=--max-semi-space-size=64 to try a V8 knob.
-  const nodeArgs = { a: opt("a-node-args", "").split(",").filter((x) => x !== ""), b: opt("b-node-args", "").split(",").filter((x) => x !== "") };
+  const argsOf = (k: string) => opt(k, "").split(",").filter((x) => x !== "");
+  const nodeArgs = { a: argsOf("a-node-args"), b: argsOf("b-node-args"), c: argsOf("c-node-args") };
   // Environment per build (comma-separated K=V), e.g. --b-env=ETCETERA_HEAP_GROWING_PERCENT=0.
   const envOf = (k: string) => Object.fromEntries(opt(k, "").split(",").filter((x) => x.includes("=")).map((x) => [x.slice(0, x.indexOf("=")), x.slice(x.indexOf("=") + 1)]));
-  const env = { a: envOf("a-env"), b: envOf("b-env") };
+  const env = { a: envOf("a-env"), b: envOf("b-env"), c: envOf("c-env") };
   const rounds = Number(opt("rounds", "3"));
-  const results: { a: RoundResult[]; b: RoundResult[] } = { a: [], b: [] };
+  const results: { a: RoundResult[]; b: RoundResult[]; c: RoundResult[] } = { a: [], b: [], c: [] };
+  const variants: (readonly ["a" | "b" | "c", string])[] = [["a", a], ["b", b], ...(withC ? [["c", c] as const] : [])];
   for (let i = 0; i < rounds; i++) {
-    // A B, B A, A B, ...: a build that always ran second would take any order effect (the previous
-    // cluster's teardown, a neighbour's load rising) as its own.
-    const order = i % 2 === 0 ? ([["a", a], ["b", b]] as const) : ([["b", b], ["a", a]] as const);
+    // A B, B A, A B, ... (A B C, C B A, ... with C): a build that always ran second would take any
+    // order effect (the previous cluster's teardown, a neighbour's load rising) as its own.
+    const order = i % 2 === 0 ? variants : [...variants].reverse();
     for (const [k, js] of order) {
       let r: RoundResult | undefined;
       for (let attempt = 1; r === undefined; attempt++) {
@@ -97,10 +124,10 @@ async function main(): Promise<void> {
         if (r === undefined && attempt >= 3) throw new Error("the leader changed in three attempts: the machine is too busy to measure");
       }
       results[k].push(r);
-      process.stdout.write(`round ${i + 1} ${k}: leader ${r.processUs.toFixed(1)} µs/put (main ${r.mainUs.toFixed(1)}), follower main ${r.followerMainUs.toFixed(1)}, leader peak RSS ${r.leaderPeakRssMb.toFixed(0)} MB\n`);
+      process.stdout.write(`round ${i + 1} ${k}: leader ${r.processUs.toFixed(1)} µs/put (main ${r.mainUs.toFixed(1)}, front ends ${r.frontEndsUs.toFixed(1)}), follower main ${r.followerMainUs.toFixed(1)}, leader peak RSS ${r.leaderPeakRssMb.toFixed(0)} MB\n`);
     }
   }
-  process.stdout.write(`${describe(`A ${a}`, results.a)}\n${describe(`B ${b}`, results.b)}\n`);
+  process.stdout.write(`${describe(`A ${a}`, results.a)}\n${describe(`B ${b}`, results.b)}\n${withC ? `${describe(`C ${c}`, results.c)}\n` : ""}`);
 }
 
 main().then(

@@ -6,24 +6,28 @@
  * run only (samples outside it are dropped), as shares by function and by source file.
  *
  *   npx tsx bench/compare/profile.ts [--all] [--conns=100] [--clients=1000] [--total=30000]
- *                                    [--warmup=6000] [--top=40] [--out=DIR] [-- extra put flags]
+ *                                    [--warmup=6000] [--top=40] [--out=DIR] [--env=K=V,...] [-- extra put flags]
+ *
+ * `--env` sets the members' environment, e.g. `--env=ETCD_EXPERIMENTAL_FRONT_ENDS=2` to profile a
+ * core whose client port is in front-end processes (their profiles land in DIR too, unsummarized).
  *
  * Under a loaded machine the shares hold, the absolute µs do not (issue 18).
  */
 import { mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, relative } from "node:path";
+import { join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { BenchCluster, ROOT } from "./cluster.js";
 import { runEtcdBenchmark } from "./etcd-tool.js";
 import { cpuBetween, sampleProcess } from "./proc-cpu.js";
 import { putLoad, startAndWarm } from "./put_load.js";
 
-interface ProfileNode {
+export interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
   children?: number[];
 }
-interface CpuProfile {
+export interface CpuProfile {
   nodes: ProfileNode[];
   startTime: number;
   endTime: number;
@@ -94,7 +98,8 @@ async function main(): Promise<void> {
   const outDir = opt("out", join(tmpdir(), `etcetera-profile-${Date.now()}`));
   mkdirSync(outDir, { recursive: true });
   const load = putLoad({ total, conns: opt("conns", "100"), clients: opt("clients", "1000"), toLeader: !all, extra });
-  const cluster = await BenchCluster.create({ target: "etcetera", size: 3, nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${outDir}`] });
+  const env = Object.fromEntries(opt("env", "").split(",").filter((x) => x.includes("=")).map((x) => [x.slice(0, x.indexOf("=")), x.slice(x.indexOf("=") + 1)]));
+  const cluster = await BenchCluster.create({ target: "etcetera", size: 3, nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${outDir}`], env });
   try {
     const leader = await startAndWarm(cluster, load, Number(opt("warmup", "6000")));
     const pids = cluster.pids();
@@ -144,10 +149,13 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    process.stderr.write(`profile: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
-    process.exit(1);
-  },
-);
+// Run only as a script: handoff_share.ts imports selfTimes from here.
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main().then(
+    () => process.exit(0),
+    (e: unknown) => {
+      process.stderr.write(`profile: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+      process.exit(1);
+    },
+  );
+}
