@@ -109,6 +109,8 @@ describe("every flag", () => {
     [["--max-snapshots", "0"], (c) => c.maxSnapshots, 0],
     [["--max-wals", "10"], (c) => c.maxWals, 10],
     [["--max-concurrent-streams", "100"], (c) => c.maxConcurrentStreams, 100],
+    [[], (c) => c.frontEnds, 0],
+    [["--experimental-front-ends=2"], (c) => c.frontEnds, 2],
     [["--pre-vote=false"], (c) => c.preVote, false],
     [["--strict-reconfig-check=false"], (c) => c.strictReconfigCheck, false],
     [["--initial-election-tick-advance=false"], (c) => c.initialElectionTickAdvance, false],
@@ -207,8 +209,10 @@ describe("environment variables", () => {
       ETCD_MAX_WALS: "2",
       ETCD_MAX_CONCURRENT_STREAMS: "8",
       ETCD_LOGGER: "zap",
+      ETCD_EXPERIMENTAL_FRONT_ENDS: "3",
     });
     expect(c).toMatchObject({
+      frontEnds: 3,
       name: "envy",
       dataDir: "/d",
       walDir: "/w",
@@ -289,6 +293,8 @@ describe("errors as etcd words them", () => {
     [["--grpc-keepalive-timeout", "5"], 'invalid value "5" for flag -grpc-keepalive-timeout: time: missing unit in duration "5"'],
     [["---name"], "bad flag syntax: ---name"],
     [["--max-concurrent-streams", "4294967296"], 'invalid value "4294967296" for flag -max-concurrent-streams: value out of range'],
+    [["--experimental-front-ends", "65"], 'invalid value "65" for flag -experimental-front-ends: value out of range'],
+    [["--experimental-front-ends", "two"], 'invalid value "two" for flag -experimental-front-ends: parse error'],
   ];
   it.each(parseErrors)("%j exits 2: %s", (argv, message) => {
     const e = errorOf(argv);

@@ -13,6 +13,9 @@ export interface FramePipeEvents {
   closed(error: Error | undefined): void;
 }
 
+/** A turn's batch past this many bytes makes `backedUp` true until it is written. */
+export const BATCH_BYTES_HIGH = 256 * 1024;
+
 export class FramePipe {
   private readonly socket: Socket;
   private readonly events: FramePipeEvents;
@@ -22,8 +25,8 @@ export class FramePipe {
   private flushScheduled = false;
   private waiters: (() => void)[] = [];
   private isClosed = false;
-  /** True while the socket holds more than its high-water mark: producers should wait for whenWritable. */
-  backedUp = false;
+  /** The socket holds more than its high-water mark (until its 'drain'). */
+  private socketBackedUp = false;
 
   constructor(socket: Socket, events: FramePipeEvents) {
     this.socket = socket;
@@ -37,8 +40,8 @@ export class FramePipe {
       }
     });
     socket.on("drain", () => {
-      this.backedUp = false;
-      this.releaseWaiters();
+      this.socketBackedUp = false;
+      if (!this.backedUp) this.releaseWaiters();
     });
     socket.on("error", (err: Error) => this.close(err));
     socket.on("close", () => this.close(this.reader.partial ? new Error("pipe closed inside a frame") : undefined));
@@ -46,6 +49,15 @@ export class FramePipe {
 
   get closed(): boolean {
     return this.isClosed;
+  }
+
+  /**
+   * True while producers should wait for whenWritable: the socket is backed up, or this turn's
+   * batch is already large (a handler writing in a loop gets `false` within the turn, as from an
+   * HTTP/2 stream, instead of growing the batch until the turn ends).
+   */
+  get backedUp(): boolean {
+    return this.socketBackedUp || this.batchBytes >= BATCH_BYTES_HIGH;
   }
 
   /** Queues a frame for this turn's write. */
@@ -68,7 +80,8 @@ export class FramePipe {
     const bytes = batch.length === 1 ? batch[0]! : Buffer.concat(batch, this.batchBytes);
     this.batch = [];
     this.batchBytes = 0;
-    if (!this.socket.write(bytes)) this.backedUp = true;
+    if (!this.socket.write(bytes)) this.socketBackedUp = true;
+    else this.releaseWaiters();
   }
 
   /** Resolves once the pipe is not backed up (at once if it is not, or once it closed). */
