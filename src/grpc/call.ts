@@ -12,8 +12,8 @@ import type { MethodDescriptor } from "../pb/codec.js";
 import { MESSAGE_PREFIX_BYTES, type MessageSink, MessageDeframer, messageTooLarge } from "./framing.js";
 import type { AnyHandler, MethodKind } from "./handler.js";
 import { clientIdentityOfSocket } from "./client_identity.js";
-import { HeaderMetadata, type Metadata } from "./metadata.js";
 import { RequestQueue, cancelledError } from "./request-queue.js";
+import { ServerCall } from "./server_call.js";
 import { type InvokedCall, invokeSingleRequest, invokeStreamingRequest } from "./invoke.js";
 import { GrpcError, Status, encodeGrpcMessage, toGrpcError } from "./status.js";
 
@@ -90,11 +90,11 @@ function onStreamError(): void {
 
 type ReadState = "open" | "ended";
 
-export class Http2Call implements InvokedCall, MessageSink {
+export class Http2Call extends ServerCall implements InvokedCall, MessageSink {
   readonly method: string;
   readonly deadline: number | undefined;
   private readonly stream: CallStream;
-  private readonly headers: IncomingHttpHeaders;
+  protected readonly headers: IncomingHttpHeaders;
   private readonly registered: RegisteredMethod;
   private readonly host: CallHost;
   private readonly connection: CallConnection | undefined;
@@ -102,17 +102,11 @@ export class Http2Call implements InvokedCall, MessageSink {
   private deframer: MessageDeframer | undefined;
   private readState: ReadState = "open";
   private received = 0;
-  /** Set once the status was sent (or the stream died): nothing more is written. */
-  private finished = false;
   private closed = false;
-  private isCancelled = false;
   private trailers: Record<string, string> = OK_TRAILERS;
   /** performance.now() at the start, for the observer's handling time (0 without an observer). */
   private readonly startedAtMs: number;
   private timer: NodeJS.Timeout | undefined;
-  private controller: AbortController | undefined;
-  private metadataView: HeaderMetadata | undefined;
-  private requests: RequestQueue<unknown> | undefined;
   private drainWaiters: (() => void)[] | undefined;
 
   constructor(
@@ -123,6 +117,7 @@ export class Http2Call implements InvokedCall, MessageSink {
     timeoutMs: number | undefined,
     connection: CallConnection | undefined,
   ) {
+    super();
     this.connection = connection;
     connection?.streamOpened();
     this.stream = stream as CallStream;
@@ -157,19 +152,6 @@ export class Http2Call implements InvokedCall, MessageSink {
 
   // ---- CallContext ----
 
-  get metadata(): Metadata {
-    this.metadataView ??= new HeaderMetadata(this.headers);
-    return this.metadataView;
-  }
-
-  get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.isCancelled) this.controller.abort(cancelledError("context canceled"));
-    }
-    return this.controller.signal;
-  }
-
   get peer(): string {
     const socket = this.stream.session?.socket;
     if (!socket) return "unknown";
@@ -180,14 +162,6 @@ export class Http2Call implements InvokedCall, MessageSink {
 
   get clientCertCommonName(): string | undefined {
     return clientIdentityOfSocket(this.stream.session?.socket)?.commonName;
-  }
-
-  get cancelled(): boolean {
-    return this.isCancelled;
-  }
-
-  get ended(): boolean {
-    return this.finished;
   }
 
   // ---- transport events ----
@@ -376,18 +350,7 @@ export class Http2Call implements InvokedCall, MessageSink {
     if (waiters) for (const resolve of waiters) resolve();
   }
 
-  end(): void {
-    if (this.finished) return;
-    this.sendStatus(Status.OK, "", undefined);
-  }
-
-  fail(error: GrpcError | Error): void {
-    if (this.finished) return;
-    const e = toGrpcError(error);
-    this.sendStatus(e.code === Status.OK ? Status.UNKNOWN : e.code, e.message, e.trailers);
-  }
-
-  private sendStatus(code: Status, message: string, extra: Readonly<Record<string, string>> | undefined): void {
+  protected sendStatus(code: Status, message: string, extra: Readonly<Record<string, string>> | undefined): void {
     this.finished = true;
     this.host.observer?.handled(this.registered.descriptor, code, this.elapsedSeconds());
     this.clearTimer();
@@ -426,33 +389,6 @@ export class Http2Call implements InvokedCall, MessageSink {
       clearTimeout(this.timer);
       this.timer = undefined;
     }
-  }
-
-  // ---- ServerReadable (streaming requests) ----
-
-  onMessage(listener: (message: unknown) => void): void {
-    this.readable().onMessage(listener);
-  }
-
-  onEnd(listener: () => void): void {
-    this.readable().onEnd(listener);
-  }
-
-  pause(): void {
-    this.readable().pause();
-  }
-
-  resume(): void {
-    this.readable().resume();
-  }
-
-  [Symbol.asyncIterator](): AsyncIterator<unknown> {
-    return this.readable()[Symbol.asyncIterator]();
-  }
-
-  private readable(): RequestQueue<unknown> {
-    if (!this.requests) throw new Error(`${this.method} has no request stream`);
-    return this.requests;
   }
 }
 

@@ -7,10 +7,10 @@
  */
 import type { IncomingHttpHeaders } from "node:http2";
 import type { CallObserver, RegisteredMethod } from "../../grpc/call.js";
-import { HeaderMetadata, type Metadata } from "../../grpc/metadata.js";
 import { type InvokedCall, invokeSingleRequest, invokeStreamingRequest } from "../../grpc/invoke.js";
 import { RequestQueue, cancelledError } from "../../grpc/request-queue.js";
-import { GrpcError, Status, toGrpcError } from "../../grpc/status.js";
+import { ServerCall } from "../../grpc/server_call.js";
+import { GrpcError, Status } from "../../grpc/status.js";
 import { FrameKind } from "./frame.js";
 import type { FramePipe } from "./pipe.js";
 
@@ -57,7 +57,7 @@ export function headersToPairs(headers: Readonly<Record<string, string | string[
   return pairs;
 }
 
-export class PipeCall implements InvokedCall {
+export class PipeCall extends ServerCall implements InvokedCall {
   readonly method: string;
   readonly deadline: number | undefined;
   readonly peer: string;
@@ -65,18 +65,14 @@ export class PipeCall implements InvokedCall {
   private readonly id: number;
   private readonly host: PipeCallHost;
   private readonly registered: RegisteredMethod;
-  private readonly headers: IncomingHttpHeaders;
+  protected readonly headers: IncomingHttpHeaders;
   private readonly startedAtMs: number;
-  private metadataView: HeaderMetadata | undefined;
-  private controller: AbortController | undefined;
-  private requests: RequestQueue<unknown> | undefined;
-  private finished = false;
-  private isCancelled = false;
   /** The front end's client is backed up (WritePause) until WriteResume. */
   private clientPaused = false;
   private drainWaiters: (() => void)[] | undefined;
 
   constructor(id: number, host: PipeCallHost, registered: RegisteredMethod, call: ForwardedCall) {
+    super();
     this.id = id;
     this.host = host;
     this.registered = registered;
@@ -100,7 +96,7 @@ export class PipeCall implements InvokedCall {
     const kind = this.registered.kind;
     if (kind === "unary" || kind === "serverStream") {
       const request = this.decode(firstMessage);
-      if (request !== undefined) this.startSingleRequestHandler(request);
+      if (request !== undefined) invokeSingleRequest(this.registered, request, this);
       return;
     }
     const host = this.host;
@@ -109,30 +105,7 @@ export class PipeCall implements InvokedCall {
       pause: () => host.pipe.send(FrameKind.ReadPause, id, []),
       resume: () => host.pipe.send(FrameKind.ReadResume, id, []),
     });
-    this.startStreamingRequestHandler();
-  }
-
-  // ---- CallContext ----
-
-  get metadata(): Metadata {
-    this.metadataView ??= new HeaderMetadata(this.headers);
-    return this.metadataView;
-  }
-
-  get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.isCancelled) this.controller.abort(cancelledError("context canceled"));
-    }
-    return this.controller.signal;
-  }
-
-  get cancelled(): boolean {
-    return this.isCancelled;
-  }
-
-  get ended(): boolean {
-    return this.finished;
+    invokeStreamingRequest(this.registered, this.requests, this);
   }
 
   // ---- frames from the front end ----
@@ -185,46 +158,6 @@ export class PipeCall implements InvokedCall {
     return promise;
   }
 
-  end(): void {
-    if (this.finished) return;
-    this.sendStatus(Status.OK, "", undefined);
-  }
-
-  fail(error: GrpcError | Error): void {
-    if (this.finished) return;
-    const e = toGrpcError(error);
-    this.sendStatus(e.code === Status.OK ? Status.UNKNOWN : e.code, e.message, e.trailers);
-  }
-
-  // ---- ServerReadable ----
-
-  onMessage(listener: (message: unknown) => void): void {
-    this.readable().onMessage(listener);
-  }
-
-  onEnd(listener: () => void): void {
-    this.readable().onEnd(listener);
-  }
-
-  pause(): void {
-    this.readable().pause();
-  }
-
-  resume(): void {
-    this.readable().resume();
-  }
-
-  [Symbol.asyncIterator](): AsyncIterator<unknown> {
-    return this.readable()[Symbol.asyncIterator]();
-  }
-
-  // ---- internals ----
-
-  private readable(): RequestQueue<unknown> {
-    if (!this.requests) throw new Error(`${this.method} has no request stream`);
-    return this.requests;
-  }
-
   private decode(bytes: Buffer): unknown {
     try {
       const request = this.registered.descriptor.request.decode(bytes);
@@ -252,14 +185,6 @@ export class PipeCall implements InvokedCall {
     return bytes;
   }
 
-  private startSingleRequestHandler(request: unknown): void {
-    invokeSingleRequest(this.registered, request, this);
-  }
-
-  private startStreamingRequestHandler(): void {
-    invokeStreamingRequest(this.registered, this.requests!, this);
-  }
-
   respondOnce(response: unknown): void {
     if (this.finished) return;
     const bytes = this.encode(response);
@@ -274,7 +199,7 @@ export class PipeCall implements InvokedCall {
     this.closed();
   }
 
-  private sendStatus(code: Status, message: string, extra: Readonly<Record<string, string>> | undefined): void {
+  protected sendStatus(code: Status, message: string, extra: Readonly<Record<string, string>> | undefined): void {
     this.finished = true;
     this.host.observer?.handled(this.registered.descriptor, code, this.elapsedSeconds());
     this.requests?.destroy(cancelledError("call ended"));
