@@ -12,6 +12,9 @@
  * CPU time per request is far less sensitive to a busy machine than requests/s, but not immune
  * (cache misses, frequency, the kernel's share of loopback traffic): compare A/B from one run,
  * never figures from different runs. No profiler runs (it costs the leader ~10%).
+ *
+ * Cold start: --warmup=0 --total=1000 measures a fresh cluster's first puts (issue 18), e.g.
+ * --b-env=ETCETERA_WARMUP=0 for the member's warm-up (src/server/warmup.ts) on against off.
  */
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
@@ -24,7 +27,11 @@ import { leaderIndex } from "./ready.js";
 interface RoundResult {
   processUs: number;
   mainUs: number;
+  /** The leader's other threads (V8's compiler and GC helpers, libuv's pool): process − main. */
+  helperUs: number;
   followerMainUs: number;
+  /** Puts/s of the measured run, as the benchmark tool reports it: with --warmup=0, the cold speed. */
+  rps: number;
   /** The leader's peak RSS (VmHWM), MB: what a GC knob trades CPU against. */
   leaderPeakRssMb: number;
   /** The leader's front-end processes (--experimental-front-ends), all threads, summed; 0 without. */
@@ -75,7 +82,8 @@ async function round(serverJs: string, nodeArgs: string[], env: Record<string, s
       if (b === undefined || a === undefined) throw new Error(`front end ${frontEnds[i]} exited during the run`);
       frontEndsUs += cpuBetween(b, a, r.count + r.errorCount).usPerRequest;
     }
-    return { processUs: lead.usPerRequest, mainUs: lead.threads.find((t) => t.main)?.usPerRequest ?? 0, followerMainUs: Math.max(...followers), leaderPeakRssMb: (peakRss[leader] ?? 0) / 1048576, frontEndsUs };
+    const mainUs = lead.threads.find((t) => t.main)?.usPerRequest ?? 0;
+    return { processUs: lead.usPerRequest, mainUs, helperUs: lead.usPerRequest - mainUs, followerMainUs: Math.max(...followers), rps: r.rps, leaderPeakRssMb: (peakRss[leader] ?? 0) / 1048576, frontEndsUs };
   } finally {
     await cluster.destroy();
   }
@@ -92,7 +100,7 @@ function describe(label: string, rs: RoundResult[]): string {
     const xs = rs.map(pick);
     return `${median(xs).toFixed(1)} (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)})`;
   };
-  return `${label}: leader process ${f((r) => r.processUs)} µs/put, main thread ${f((r) => r.mainUs)}, front ends ${f((r) => r.frontEndsUs)}, busier follower main ${f((r) => r.followerMainUs)}, leader peak RSS ${f((r) => r.leaderPeakRssMb)} MB; rounds: ${rs.map((r) => `${r.processUs.toFixed(0)}/${r.mainUs.toFixed(0)}`).join(" ")}`;
+  return `${label}: leader process ${f((r) => r.processUs)} µs/put, main thread ${f((r) => r.mainUs)}, other threads ${f((r) => r.helperUs)}, front ends ${f((r) => r.frontEndsUs)}, busier follower main ${f((r) => r.followerMainUs)}, leader peak RSS ${f((r) => r.leaderPeakRssMb)} MB, ${f((r) => r.rps)} puts/s; rounds: ${rs.map((r) => `${r.processUs.toFixed(0)}/${r.mainUs.toFixed(0)}`).join(" ")}`;
 }
 
 async function main(): Promise<void> {
@@ -124,7 +132,8 @@ async function main(): Promise<void> {
         if (r === undefined && attempt >= 3) throw new Error("the leader changed in three attempts: the machine is too busy to measure");
       }
       results[k].push(r);
-      process.stdout.write(`round ${i + 1} ${k}: leader ${r.processUs.toFixed(1)} µs/put (main ${r.mainUs.toFixed(1)}, front ends ${r.frontEndsUs.toFixed(1)}), follower main ${r.followerMainUs.toFixed(1)}, leader peak RSS ${r.leaderPeakRssMb.toFixed(0)} MB\n`);
+      process.stdout.write(`round ${i + 1} ${k}: leader ${r.processUs.toFixed(1)} µs/put (main ${r.mainUs.toFixed(1)}, other threads ${r.helperUs.toFixed(1)}, front ends ${r.frontEndsUs.toFixed(1)}), ${r.rps.toFixed(0)} puts/s, follower main ${r.followerMainUs.toFixed(1)}, leader peak RSS ${r.leaderPeakRssMb.toFixed(0)} MB
+`);
     }
   }
   process.stdout.write(`${describe(`A ${a}`, results.a)}\n${describe(`B ${b}`, results.b)}\n${withC ? `${describe(`C ${c}`, results.c)}\n` : ""}`);

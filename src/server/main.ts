@@ -22,6 +22,7 @@ import { formatId } from "./member.js";
 import { loadMemberCodecs } from "../pb/protos.js";
 import { tuneV8 } from "./v8_tuning.js";
 import { FrontEnds } from "./front_end/front_ends.js";
+import { warmUp, warmupEnabled } from "./warmup.js";
 import { clientTls, httpsOptions, listenOn, listenTarget } from "./tls/client_listeners.js";
 import { isTlsUrl } from "./tls/url_check.js";
 import { TEST_BUG_ENV, testBugsFromEnv, type TestBug } from "./test_bugs.js";
@@ -80,6 +81,9 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
   // A removed member exits 0 once stopped, as etcd's process does.
   const onRemoved = (reason: string) => void stop(reason);
   const server = await EtcdServer.start({ config, logger, registry, onFatal: fatal, testBugs, onRemoved });
+  // While raft elects or catches up (the warm-up yields to it every few ms), and done before the
+  // client port opens, so the first requests run compiled code (src/server/warmup.ts).
+  const warm = warmupEnabled(process.env) ? warmUpHotPaths(logger) : Promise.resolve();
   await server.checkInitialHashKV();
   // Gauges read at scrape time: server.kv and server.watchable are the same objects for the member's life.
   registerMvccMetrics(registry, server.kv, server.watchable);
@@ -90,6 +94,8 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
   const routes = httpRoutes(server, registry, { enablePprof: config.enablePprof });
   // One observer for every client URL: the gRPC families count the member's calls, not a listener's.
   const observer = grpcMetrics(registry, { level: config.metricsLevel });
+  // The warm-up is done before a client port opens (here or in the front ends).
+  await warm;
   let frontEnds: FrontEnds | undefined;
   if (config.frontEnds > 0) {
     frontEnds = await startFrontEnds(config, logger, server, quota, routes, observer);
@@ -168,4 +174,14 @@ async function startFrontEnds(
     observer,
     maxSendMessageBytes: dispatch.maxSendMessageBytes,
   });
+}
+
+/** Runs the warm-up and logs how long it took; a failure is logged and the member serves cold. */
+async function warmUpHotPaths(logger: Logger): Promise<void> {
+  try {
+    const r = await warmUp();
+    logger.info({ rounds: r.rounds, durationMs: Math.round(r.durationMs), budgetExceeded: r.budgetExceeded }, "warmed up the request paths");
+  } catch (err) {
+    logger.warn({ err: String(err) }, "warm-up failed; serving without it");
+  }
 }

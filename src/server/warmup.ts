@@ -1,0 +1,486 @@
+/**
+ * Warm-up of a member's hot paths before it serves (issue 18, cold start).
+ *
+ * Why: a fresh member's first requests run in V8's slower tiers, and V8's compiler threads take
+ * ~4× their warm CPU per request for the first thousands of requests (docs/multicore.md, "Cold
+ * start"). On a small host shared by the members, that compilation is taken from the members' main
+ * threads while they serve. Running the request path's pure functions a few thousand times before
+ * the first request moves that compilation (and the type feedback it needs) ahead of it.
+ *
+ * What runs: only pure functions over scratch buffers and objects: the client API's protobuf
+ * codecs (put, range, txn, lease keep-alive, watch), gRPC message framing, HPACK, the WAL record
+ * codec and its CRC chain, the peer transport's message codec, the raft request codec, and puts
+ * and ranges into a scratch key index. Nothing touches the member's stores, files or sockets,
+ * so the warm-up changes no state a client or a peer could see. The codecs are the process's own
+ * (loadMemberCodecs is compiled once per process), so the functions warmed are the ones served.
+ *
+ * It runs in slices that yield to the event loop, so it can run while raft elects or catches up
+ * without delaying its ticks, heartbeats or votes. It is bounded by a round count and a time
+ * budget. ETCETERA_WARMUP=0 turns it off (for A/B measurements; etcd has no such flag).
+ *
+ * Every round trip is checked: a count in the result is of round trips that gave back what went
+ * in, so a codec that broke is a thrown error (and a test failure), not a silent no-op.
+ */
+import http2 from "node:http2";
+import { setImmediate as yieldToLoop } from "node:timers/promises";
+import { GrpcServer, type MemberServices } from "../grpc/index.js";
+import { frameMessage, type MessageSink, MessageDeframer } from "../grpc/framing.js";
+import { encodeLiteralBlock, type HeaderField, HpackDecoder } from "../grpc/h2/hpack.js";
+import { packRev } from "../mvcc/revision.js";
+import { keyToString, TreeIndex } from "../mvcc/tree_index.js";
+import type { MessageCodec } from "../pb/codec.js";
+import type {
+  LeaseKeepAliveRequest,
+  LeaseKeepAliveRequestInit,
+  LeaseKeepAliveResponse,
+  LeaseKeepAliveResponseInit,
+  PutRequest,
+  PutRequestInit,
+  PutResponse,
+  PutResponseInit,
+  RangeRequest,
+  RangeRequestInit,
+  RangeResponse,
+  RangeResponseInit,
+  TxnRequest,
+  TxnRequestInit,
+  TxnResponse,
+  TxnResponseInit,
+  WatchRequest,
+  WatchRequestInit,
+  WatchResponse,
+  WatchResponseInit,
+} from "../pb/member-types.js";
+import { loadMemberCodecs } from "../pb/protos.js";
+import { RawNode, type Ready } from "../raft/rawnode.js";
+import { MemoryStorage } from "../raft/storage.js";
+import { type Entry, type HardState, type Message, type NodeId, StateType } from "../raft/types.js";
+import { scanSegment } from "../wal/decoder.js";
+import { readEntryPayload, readHardStatePayload, RecordType, RecordWriter } from "../wal/record.js";
+import { FrameDecoder, FrameKind } from "./transport/frame.js";
+import { decodeMessages, encodeMessages } from "./transport/protocol.js";
+import { decodeRaftRequest, encodeRaftRequest } from "./raft_request.js";
+
+/** Rounds by default: each is one request's worth of every codec (~3,000 requests of tier-up). */
+export const WARMUP_ROUNDS = 3000;
+/** The longest the warm-up may take; on a starved host it stops early rather than delay serving. */
+export const WARMUP_BUDGET_MS = 1500;
+/** Calls through the scratch gRPC server by default, and how many are in flight at a time. */
+export const LOOPBACK_CALLS = 1000;
+const LOOPBACK_CONCURRENCY = 8;
+/** Work between yields to the event loop: below a raft tick (100 ms by default) by far. */
+const SLICE_MS = 5;
+/** Distinct keys in the scratch index: enough for the B-tree to split into a few levels. */
+const INDEX_KEYS = 1000;
+/** Proposals per raft batch (so per Ready, WAL write and MsgApp), as under load. */
+const BATCH_ENTRIES = 8;
+
+export interface WarmupOptions {
+  rounds?: number;
+  budgetMs?: number;
+  /** Unary calls through a scratch gRPC server on 127.0.0.1 (LOOPBACK_CALLS; 0 for none). */
+  loopbackCalls?: number;
+}
+
+/** Verified round trips per path: each could be wrong only if that codec broke. */
+export interface WarmupCounts {
+  /** Client API protobuf messages encoded and decoded back (10 per round). */
+  protobuf: number;
+  /** gRPC length-prefixed messages framed and deframed. */
+  grpcFrames: number;
+  /** HPACK header blocks encoded and decoded. */
+  hpackBlocks: number;
+  /** WAL records written and scanned back (CRC chain checked): the scratch leader's entries and hard states. */
+  walRecords: number;
+  /** The scratch raft's messages through the peer transport's frame and message codecs. */
+  peerMessages: number;
+  /** InternalRaftRequests encoded and decoded. */
+  raftRequests: number;
+  /** Puts and gets on the scratch key index. */
+  indexOps: number;
+  /** Unary calls through a scratch gRPC server on loopback that answered OK with the response sent. */
+  loopbackCalls: number;
+}
+
+export interface WarmupResult {
+  rounds: number;
+  durationMs: number;
+  /** True when the time budget stopped it before its rounds were done. */
+  budgetExceeded: boolean;
+  counts: WarmupCounts;
+}
+
+/** False when the environment turns the warm-up off (ETCETERA_WARMUP=0). */
+export function warmupEnabled(env: NodeJS.ProcessEnv): boolean {
+  return env.ETCETERA_WARMUP !== "0";
+}
+
+class WarmupError extends Error {
+  constructor(what: string) {
+    super(`warm-up: ${what} did not round-trip`);
+    this.name = "WarmupError";
+  }
+}
+
+function check(ok: boolean, what: string): void {
+  if (!ok) throw new WarmupError(what);
+}
+
+interface Codecs {
+  putReq: MessageCodec<PutRequest, PutRequestInit>;
+  putResp: MessageCodec<PutResponse, PutResponseInit>;
+  rangeReq: MessageCodec<RangeRequest, RangeRequestInit>;
+  rangeResp: MessageCodec<RangeResponse, RangeResponseInit>;
+  txnReq: MessageCodec<TxnRequest, TxnRequestInit>;
+  txnResp: MessageCodec<TxnResponse, TxnResponseInit>;
+  keepAliveReq: MessageCodec<LeaseKeepAliveRequest, LeaseKeepAliveRequestInit>;
+  keepAliveResp: MessageCodec<LeaseKeepAliveResponse, LeaseKeepAliveResponseInit>;
+  watchReq: MessageCodec<WatchRequest, WatchRequestInit>;
+  watchResp: MessageCodec<WatchResponse, WatchResponseInit>;
+}
+
+function memberCodecs(): Codecs {
+  const c = loadMemberCodecs();
+  return {
+    putReq: c.message("etcdserverpb.PutRequest"),
+    putResp: c.message("etcdserverpb.PutResponse"),
+    rangeReq: c.message("etcdserverpb.RangeRequest"),
+    rangeResp: c.message("etcdserverpb.RangeResponse"),
+    txnReq: c.message("etcdserverpb.TxnRequest"),
+    txnResp: c.message("etcdserverpb.TxnResponse"),
+    keepAliveReq: c.message("etcdserverpb.LeaseKeepAliveRequest"),
+    keepAliveResp: c.message("etcdserverpb.LeaseKeepAliveResponse"),
+    watchReq: c.message("etcdserverpb.WatchRequest"),
+    watchResp: c.message("etcdserverpb.WatchResponse"),
+  };
+}
+
+/** Collects what the deframer completes, as a server call's sink does. */
+class CountingSink implements MessageSink {
+  bytes = 0;
+  messages = 0;
+  onFrame(message: Buffer): void {
+    this.messages++;
+    this.bytes += message.length;
+  }
+}
+
+/** The scratch state of one warm-up: nothing in it is shared with the member. */
+class Scratch {
+  readonly codecs = memberCodecs();
+  readonly index = new TreeIndex();
+  readonly hpack = new HpackDecoder();
+  readonly deframer = new MessageDeframer(4 * 1024 * 1024);
+  readonly sink = new CountingSink();
+  readonly peerFrames = new FrameDecoder();
+  /** 8-byte keys and 256-byte values: etcd benchmark's defaults, the shapes the member will see. */
+  readonly value = Buffer.alloc(256, 0x61);
+  private keyBuf = Buffer.alloc(8);
+  walChain = 0;
+  counts: WarmupCounts = { protobuf: 0, grpcFrames: 0, hpackBlocks: 0, walRecords: 0, peerMessages: 0, raftRequests: 0, indexOps: 0, loopbackCalls: 0 };
+
+  key(i: number): Buffer {
+    this.keyBuf = Buffer.alloc(8);
+    this.keyBuf.writeUInt32BE(0x77617270, 0); // "warp"
+    this.keyBuf.writeUInt32BE(i % INDEX_KEYS, 4);
+    return this.keyBuf;
+  }
+}
+
+/**
+ * Values of the sizes a member sends: 64-bit member and cluster ids, request and lease ids of the
+ * member's id generator (52 bits, src/server/id_gen.ts). Small numbers would warm the codecs'
+ * one-byte varint paths only, and the first real request would throw that code away (deopt).
+ */
+const HEADER = { clusterId: 0xcdf818194e3a8c32n, memberId: 0x8e9e05c52164694dn, revision: 1, raftTerm: 2 };
+const ID_BASE = 0x694d * 2 ** 36;
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return Buffer.compare(a, b) === 0;
+}
+
+/** The client API messages of a put, range, txn, keep-alive and watch, each encoded and decoded. */
+function protobufRound(s: Scratch, i: number): Buffer {
+  const c = s.codecs;
+  const key = s.key(i);
+  const put = c.putReq.decode(c.putReq.encode({ key, value: s.value, lease: 0, prevKv: false }));
+  check(sameBytes(put.key, key) && put.value.length === s.value.length, "PutRequest");
+  const putResp = c.putResp.decode(c.putResp.encodeFramed({ header: { ...HEADER, revision: i + 1 } }).subarray(5));
+  check(putResp.header?.revision === i + 1, "PutResponse");
+  const range = c.rangeReq.decode(c.rangeReq.encode({ key, serializable: (i & 1) === 0 }));
+  check(sameBytes(range.key, key) && range.serializable === ((i & 1) === 0), "RangeRequest");
+  const kv = { key, createRevision: i + 1, modRevision: i + 1, version: 1, value: s.value, lease: 0 };
+  const rangeResp = c.rangeResp.decode(c.rangeResp.encodeFramed({ header: HEADER, kvs: [kv], count: 1 }).subarray(5));
+  check(rangeResp.count === 1 && rangeResp.kvs.length === 1 && sameBytes(rangeResp.kvs[0]!.key, key), "RangeResponse");
+  const txn = c.txnReq.decode(
+    c.txnReq.encode({
+      compare: [{ result: 0, target: 1, key, modRevision: i }],
+      success: [{ requestPut: { key, value: s.value } }],
+      failure: [{ requestRange: { key } }],
+    }),
+  );
+  check(txn.compare.length === 1 && txn.success[0]?.requestPut !== undefined && txn.failure[0]?.requestRange !== undefined, "TxnRequest");
+  const txnResp = c.txnResp.decode(c.txnResp.encodeFramed({ header: HEADER, succeeded: true, responses: [{ responsePut: { header: HEADER } }] }).subarray(5));
+  check(txnResp.succeeded && txnResp.responses.length === 1, "TxnResponse");
+  const ka = c.keepAliveReq.decode(c.keepAliveReq.encode({ ID: ID_BASE + i }));
+  check(Number(ka.ID) === ID_BASE + i, "LeaseKeepAliveRequest");
+  const kaResp = c.keepAliveResp.decode(c.keepAliveResp.encodeFramed({ header: HEADER, ID: ID_BASE + i, TTL: 60 }).subarray(5));
+  check(kaResp.TTL === 60, "LeaseKeepAliveResponse");
+  const watch = c.watchReq.decode(c.watchReq.encode({ createRequest: { key, startRevision: i + 1 } }));
+  check(watch.createRequest !== undefined && sameBytes(watch.createRequest.key, key), "WatchRequest");
+  const watchResp = c.watchResp.decode(c.watchResp.encodeFramed({ header: HEADER, watchId: 1, events: [{ type: 0, kv }] }).subarray(5));
+  check(watchResp.events.length === 1, "WatchResponse");
+  s.counts.protobuf += 10;
+  return c.putReq.encode({ key, value: s.value });
+}
+
+/** A request framed as a client sends it (split across two DATA chunks every other round), deframed as the server reads it. */
+function grpcFramingRound(s: Scratch, message: Buffer, i: number): void {
+  const framed = frameMessage(message);
+  const before = s.sink.messages;
+  if ((i & 1) === 0) {
+    s.deframer.push(framed, s.sink);
+  } else {
+    const cut = framed.length >> 1;
+    s.deframer.push(framed.subarray(0, cut), s.sink);
+    s.deframer.push(framed.subarray(cut), s.sink);
+  }
+  check(s.sink.messages === before + 1 && !s.deframer.partial, "gRPC message framing");
+  s.counts.grpcFrames++;
+}
+
+const REQUEST_HEADERS: readonly HeaderField[] = [
+  { name: ":method", value: "POST", neverIndexed: false },
+  { name: ":scheme", value: "http", neverIndexed: false },
+  { name: ":path", value: "/etcdserverpb.KV/Put", neverIndexed: false },
+  { name: ":authority", value: "127.0.0.1:2379", neverIndexed: false },
+  { name: "content-type", value: "application/grpc", neverIndexed: false },
+  { name: "te", value: "trailers", neverIndexed: false },
+  { name: "grpc-timeout", value: "4999m", neverIndexed: false },
+];
+
+function hpackRound(s: Scratch): void {
+  const fields = s.hpack.decode(encodeLiteralBlock(REQUEST_HEADERS));
+  check(fields.length === REQUEST_HEADERS.length && fields[2]?.value === "/etcdserverpb.KV/Put", "HPACK header block");
+  s.counts.hpackBlocks++;
+}
+
+/** A Ready's entries and hard state into a WAL buffer as the WAL writes them, scanned back with the CRC chain. */
+function walRound(s: Scratch, entries: readonly Entry[], hs: HardState | undefined): void {
+  if (entries.length === 0 && hs === undefined) return;
+  const w = new RecordWriter(4096, s.walChain);
+  const seed = s.walChain;
+  for (const e of entries) w.entry(e);
+  if (hs !== undefined) w.hardState(hs);
+  s.walChain = w.chainCrc;
+  const scan = scanSegment(w.finish(), seed);
+  const records = entries.length + (hs === undefined ? 0 : 1);
+  check(scan.failure === undefined && scan.records.length === records && scan.chainCrc === s.walChain, "WAL records");
+  for (let k = 0; k < entries.length; k++) {
+    const r = scan.records[k]!;
+    check(r.type === RecordType.Entry && readEntryPayload(r.payload).index === entries[k]!.index, "WAL entry record");
+  }
+  if (hs !== undefined) {
+    const r = scan.records[entries.length]!;
+    check(r.type === RecordType.HardState && readHardStatePayload(r.payload).commit === hs.commit, "WAL hard state record");
+  }
+  s.counts.walRecords += records;
+}
+
+/** Messages to one peer through a transport frame, as a peer link carries them. */
+function peerRound(s: Scratch, sent: readonly Message[]): Message[] {
+  const frames = s.peerFrames.push(encodeMessages(sent));
+  check(frames.length === 1 && frames[0]!.kind === FrameKind.Messages, "peer frame");
+  const got = decodeMessages(frames[0]!.payload);
+  check(got.length === sent.length && got.every((m, i) => m.type === sent[i]!.type && m.entries.length === sent[i]!.entries.length), "peer messages");
+  s.counts.peerMessages += got.length;
+  return got;
+}
+
+const RAFT_IDS: readonly NodeId[] = [0x8e9e05c52164694dn, 0x91bc3c398fb3c146n, 0xfd422379fda50e48n];
+/** Passes of a stabilize before it is a bug: a batch of proposals settles in a handful. */
+const STABILIZE_PASSES_MAX = 100;
+
+/**
+ * Three raft voters in memory, configured as the member configures its own (check quorum, pre-vote,
+ * etcd's message limits), their messages through the peer codec and the leader's Readys through
+ * the WAL codec: the raft state machine's hot paths, on scratch storage.
+ */
+class ScratchRaft {
+  private readonly nodes: { raw: RawNode; storage: MemoryStorage }[];
+  committed = 0;
+
+  constructor(private readonly s: Scratch) {
+    this.nodes = RAFT_IDS.map((id) => {
+      const storage = new MemoryStorage();
+      const raw = new RawNode({ id, electionTick: 10, heartbeatTick: 1, storage, maxSizePerMsg: 1024 * 1024, maxInflightMsgs: 4096 / 8, checkQuorum: true, preVote: true, random: () => 0.5 });
+      raw.bootstrap([...RAFT_IDS]);
+      return { raw, storage };
+    });
+    this.stabilize();
+    this.nodes[0]!.raw.campaign();
+    this.stabilize();
+    check(this.nodes[0]!.raw.status().softState.raftState === StateType.Leader, "scratch raft election");
+  }
+
+  /** Proposes a batch on the leader and runs the cluster until it has committed and applied it everywhere. */
+  propose(batch: Uint8Array[]): void {
+    const before = this.committed;
+    this.nodes[0]!.raw.proposeBatch(batch);
+    this.stabilize();
+    // Each of the three voters applies each entry once.
+    check(this.committed - before === 3 * batch.length, "scratch raft commit");
+  }
+
+  private stabilize(): void {
+    for (let pass = 0; pass < STABILIZE_PASSES_MAX; pass++) {
+      const outbox = new Map<NodeId, Message[]>();
+      let busy = false;
+      for (let i = 0; i < this.nodes.length; i++) {
+        const n = this.nodes[i]!;
+        while (n.raw.hasReady()) {
+          busy = true;
+          const rd = n.raw.ready();
+          this.persist(n.storage, rd, i === 0);
+          for (const e of rd.committedEntries) if (e.data.byteLength > 0) this.committed++;
+          for (const m of rd.messages) {
+            const q = outbox.get(m.to) ?? [];
+            q.push(m);
+            outbox.set(m.to, q);
+          }
+          n.raw.advance(rd);
+        }
+      }
+      for (const [to, msgs] of outbox) {
+        const n = this.nodes[RAFT_IDS.indexOf(to)]!;
+        for (const m of peerRound(this.s, msgs)) n.raw.step(m);
+      }
+      if (!busy && outbox.size === 0) return;
+    }
+    throw new WarmupError("scratch raft (never settled)");
+  }
+
+  private persist(storage: MemoryStorage, rd: Ready, walToo: boolean): void {
+    if (rd.entries.length > 0) storage.append(rd.entries);
+    if (rd.hardState !== undefined) storage.setHardState(rd.hardState);
+    // The WAL codec once per Ready (the leader's): three buffers of the same bytes warm nothing more.
+    if (walToo) walRound(this.s, rd.entries, rd.hardState);
+  }
+}
+
+function raftRequestRound(s: Scratch, i: number): Buffer {
+  const key = s.key(i);
+  const id = ID_BASE + i;
+  const data = encodeRaftRequest({ ID: id, header: { ID: id, username: "", authRevision: 0 }, put: { key, value: s.value } });
+  const back = decodeRaftRequest(data);
+  check(back.ID === id && back.put !== undefined && sameBytes(back.put.key, key), "InternalRaftRequest");
+  s.counts.raftRequests++;
+  return data;
+}
+
+/** A put then a point get and a short range on the scratch index, as apply and a range do. */
+function indexRound(s: Scratch, i: number): void {
+  const key = keyToString(s.key(i));
+  const rev = packRev(i + 1, 0);
+  s.index.put(key, rev);
+  check(s.index.get(key, rev) === rev, "key index put/get");
+  let seen = 0;
+  s.index.visitRange({ start: key, end: key + "\u00ff" }, rev, () => {
+    seen++;
+  });
+  check(seen === 1, "key index range");
+  s.counts.indexOps += 3;
+}
+
+/**
+ * node:http2's server side and the client port's call path (src/grpc) as a real call takes them:
+ * a scratch GrpcServer with the member's codecs on an ephemeral loopback port, whose KV Put and
+ * Range answer canned responses (no store behind them), called over a node:http2 session. The
+ * member's own listeners are not open yet and nothing here reaches them.
+ */
+async function loopbackCalls(s: Scratch, calls: number, deadline: number): Promise<void> {
+  const c = s.codecs;
+  const server = new GrpcServer<MemberServices>({ codecs: loadMemberCodecs() });
+  const kv = { key: s.key(0), createRevision: 1, modRevision: 1, version: 1, value: s.value, lease: 0 };
+  server.addService("etcdserverpb.KV", {
+    Put: (req) => Promise.resolve({ header: { ...HEADER, revision: req.key.length } }),
+    Range: () => Promise.resolve({ header: HEADER, kvs: [kv], more: false, count: 1 }),
+  });
+  const addr = await server.listen(0, "127.0.0.1");
+  const session = http2.connect(`http://127.0.0.1:${addr.port}`);
+  try {
+    const call = (i: number) =>
+      new Promise<void>((resolve, reject) => {
+        const put = (i & 3) !== 3;
+        const stream = session.request({
+          ":method": "POST",
+          ":path": put ? "/etcdserverpb.KV/Put" : "/etcdserverpb.KV/Range",
+          "content-type": "application/grpc",
+          te: "trailers",
+        });
+        const chunks: Buffer[] = [];
+        let status: string | undefined;
+        stream.on("data", (d: Buffer) => chunks.push(d));
+        stream.on("trailers", (t) => (status = String(t["grpc-status"])));
+        stream.on("error", reject);
+        stream.on("close", () => {
+          const body = Buffer.concat(chunks);
+          const ok = status === "0" && body.length > 5 && (put ? c.putResp.decode(body.subarray(5)).header?.revision === 8 : c.rangeResp.decode(body.subarray(5)).count === 1);
+          if (ok) resolve();
+          else reject(new WarmupError(`a loopback ${put ? "Put" : "Range"} (grpc-status ${status})`));
+        });
+        stream.end(put ? c.putReq.encodeFramed({ key: s.key(i), value: s.value }) : c.rangeReq.encodeFramed({ key: s.key(i), serializable: true }));
+      });
+    for (let done = 0; done < calls && performance.now() < deadline; ) {
+      const n = Math.min(LOOPBACK_CONCURRENCY, calls - done);
+      await Promise.all(Array.from({ length: n }, (_, k) => call(done + k)));
+      done += n;
+      s.counts.loopbackCalls += n;
+    }
+  } finally {
+    session.destroy();
+    await server.close(0);
+  }
+}
+
+/**
+ * Runs the warm-up: `rounds` rounds (WARMUP_ROUNDS) or until `budgetMs` (WARMUP_BUDGET_MS) has
+ * passed, yielding to the event loop every few milliseconds. Throws if a round trip failed.
+ */
+export async function warmUp(options: WarmupOptions = {}): Promise<WarmupResult> {
+  const rounds = options.rounds ?? WARMUP_ROUNDS;
+  const budgetMs = options.budgetMs ?? WARMUP_BUDGET_MS;
+  const start = performance.now();
+  const s = new Scratch();
+  let done = 0;
+  let budgetExceeded = false;
+  const raft = new ScratchRaft(s);
+  let batch: Uint8Array[] = [];
+  while (done < rounds) {
+    const sliceEnd = performance.now() + SLICE_MS;
+    while (done < rounds && performance.now() < sliceEnd) {
+      const i = done;
+      const request = protobufRound(s, i);
+      grpcFramingRound(s, request, i);
+      hpackRound(s);
+      const data = raftRequestRound(s, i);
+      batch.push(data);
+      if (batch.length === BATCH_ENTRIES) {
+        raft.propose(batch);
+        batch = [];
+      }
+      indexRound(s, i);
+      done++;
+    }
+    if (performance.now() - start > budgetMs) {
+      budgetExceeded = done < rounds;
+      break;
+    }
+    await yieldToLoop();
+  }
+  if (batch.length > 0) raft.propose(batch);
+  const calls = options.loopbackCalls ?? LOOPBACK_CALLS;
+  if (calls > 0) await loopbackCalls(s, calls, start + budgetMs);
+  budgetExceeded ||= s.counts.loopbackCalls < calls;
+  return { rounds: done, durationMs: performance.now() - start, budgetExceeded, counts: s.counts };
+}
