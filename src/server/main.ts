@@ -180,7 +180,7 @@ async function startFrontEnds(
 async function warmUpHotPaths(logger: Logger): Promise<void> {
   try {
     const r = await warmUp();
-    logger.info({ rounds: r.rounds, durationMs: Math.round(r.durationMs), budgetExceeded: r.budgetExceeded }, "warmed up the request paths");
+    logger.info({ rounds: r.rounds, loopbackCalls: r.counts.loopbackCalls, durationMs: Math.round(r.durationMs), budgetExceeded: r.budgetExceeded }, "warmed up the request paths");
   } catch (err) {
     logger.warn({ err: String(err) }, "warm-up failed; serving without it");
   }
