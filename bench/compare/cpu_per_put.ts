@@ -18,7 +18,7 @@
  */
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { BenchCluster, SERVER_JS } from "./cluster.js";
+import { BenchCluster, procStatusBytes, SERVER_JS } from "./cluster.js";
 import { runEtcdBenchmark } from "./etcd-tool.js";
 import { cpuBetween, sampleProcess } from "./proc-cpu.js";
 import { putLoad, startAndWarm } from "./put_load.js";
@@ -36,6 +36,8 @@ interface RoundResult {
   leaderPeakRssMb: number;
   /** The leader's front-end processes (--experimental-front-ends), all threads, summed; 0 without. */
   frontEndsUs: number;
+  /** Their peak RSS (VmHWM), MB, summed; 0 without. */
+  frontEndsPeakRssMb: number;
 }
 
 /** A member's child processes: its front ends, when it has any. */
@@ -61,6 +63,7 @@ async function round(serverJs: string, nodeArgs: string[], env: Record<string, s
     const r = await runEtcdBenchmark(cluster.endpoints, load(total), { timeoutMs: 600_000 });
     const after = pids.map((pid) => sampleProcess(pid));
     const frontEndsAfter = frontEnds.map((pid) => sampleProcess(pid));
+    const frontEndsPeakRssMb = frontEnds.reduce((sum, pid) => sum + (procStatusBytes(pid, "VmHWM") ?? 0), 0) / 1048576;
     const peakRss = cluster.peakRss();
     // An election during the run (a starved member on a busy machine) moves the work: the figures
     // would be of two leaders, so the round is taken again.
@@ -83,7 +86,7 @@ async function round(serverJs: string, nodeArgs: string[], env: Record<string, s
       frontEndsUs += cpuBetween(b, a, r.count + r.errorCount).usPerRequest;
     }
     const mainUs = lead.threads.find((t) => t.main)?.usPerRequest ?? 0;
-    return { processUs: lead.usPerRequest, mainUs, helperUs: lead.usPerRequest - mainUs, followerMainUs: Math.max(...followers), rps: r.rps, leaderPeakRssMb: (peakRss[leader] ?? 0) / 1048576, frontEndsUs };
+    return { processUs: lead.usPerRequest, mainUs, helperUs: lead.usPerRequest - mainUs, followerMainUs: Math.max(...followers), rps: r.rps, leaderPeakRssMb: (peakRss[leader] ?? 0) / 1048576, frontEndsUs, frontEndsPeakRssMb };
   } finally {
     await cluster.destroy();
   }
@@ -100,7 +103,7 @@ function describe(label: string, rs: RoundResult[]): string {
     const xs = rs.map(pick);
     return `${median(xs).toFixed(1)} (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)})`;
   };
-  return `${label}: leader process ${f((r) => r.processUs)} µs/put, main thread ${f((r) => r.mainUs)}, other threads ${f((r) => r.helperUs)}, front ends ${f((r) => r.frontEndsUs)}, busier follower main ${f((r) => r.followerMainUs)}, leader peak RSS ${f((r) => r.leaderPeakRssMb)} MB, ${f((r) => r.rps)} puts/s; rounds: ${rs.map((r) => `${r.processUs.toFixed(0)}/${r.mainUs.toFixed(0)}`).join(" ")}`;
+  return `${label}: leader process ${f((r) => r.processUs)} µs/put, main thread ${f((r) => r.mainUs)}, other threads ${f((r) => r.helperUs)}, front ends ${f((r) => r.frontEndsUs)}, busier follower main ${f((r) => r.followerMainUs)}, leader peak RSS ${f((r) => r.leaderPeakRssMb)} MB, its front ends' ${f((r) => r.frontEndsPeakRssMb)} MB, ${f((r) => r.rps)} puts/s; rounds: ${rs.map((r) => `${r.processUs.toFixed(0)}/${r.mainUs.toFixed(0)}`).join(" ")}`;
 }
 
 async function main(): Promise<void> {
@@ -132,8 +135,7 @@ async function main(): Promise<void> {
         if (r === undefined && attempt >= 3) throw new Error("the leader changed in three attempts: the machine is too busy to measure");
       }
       results[k].push(r);
-      process.stdout.write(`round ${i + 1} ${k}: leader ${r.processUs.toFixed(1)} µs/put (main ${r.mainUs.toFixed(1)}, other threads ${r.helperUs.toFixed(1)}, front ends ${r.frontEndsUs.toFixed(1)}), ${r.rps.toFixed(0)} puts/s, follower main ${r.followerMainUs.toFixed(1)}, leader peak RSS ${r.leaderPeakRssMb.toFixed(0)} MB
-`);
+      process.stdout.write(`round ${i + 1} ${k}: leader ${r.processUs.toFixed(1)} µs/put (main ${r.mainUs.toFixed(1)}, other threads ${r.helperUs.toFixed(1)}, front ends ${r.frontEndsUs.toFixed(1)}), ${r.rps.toFixed(0)} puts/s, follower main ${r.followerMainUs.toFixed(1)}, leader peak RSS ${r.leaderPeakRssMb.toFixed(0)} MB (front ends ${r.frontEndsPeakRssMb.toFixed(0)})\n`);
     }
   }
   process.stdout.write(`${describe(`A ${a}`, results.a)}\n${describe(`B ${b}`, results.b)}\n${withC ? `${describe(`C ${c}`, results.c)}\n` : ""}`);
