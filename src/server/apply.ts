@@ -98,7 +98,14 @@ export class Applier {
       const response = r.put ?? r.txn ?? r.deleteRange ?? r.range ?? {};
       return { revision: r.revision, response, error: r.error, done: r.compaction };
     }
-    if (!kv.markApplied(e.index, e.term)) return undefined;
+    if (!kv.markApplied(e.index, e.term)) {
+      // The backend holds this entry already: a snapshot image copied after it (the leader sends
+      // its current backend). A member's own publication, proposed before the image arrived, is
+      // in the image, and is answered as etcd answers it (a v2 request there, applied and answered
+      // whatever the consistent index); left unanswered, a member caught up by snapshot waited out
+      // the request timeout (7 s) before it served. Other requests stay as etcd leaves them.
+      return req.memberAttributes ? { revision: kv.currentRevision(), response: {} } : undefined;
+    }
     try {
       return this.dispatchNonKv(req, e.index);
     } catch (err) {

@@ -101,6 +101,8 @@ export class EtcdServer {
   readonly watchable: WatchableStore;
   readonly lessor: Lessor;
   readonly membership: Membership;
+  /** Snapshots installed since start (publish.ts: a publication a snapshot overtook). */
+  private snapshotsInstalled = 0;
   readonly alarms: Alarms;
   /** Users, roles, permissions (src/auth), and the tokens that stand for them. */
   readonly auth: AuthStore;
@@ -362,7 +364,10 @@ export class EtcdServer {
         // Proposals held for want of a leader go to raft in the loop's next round, not a tick later.
         if (this.proposals.held > 0) this.loop.schedule();
       },
-      onSnapshotInstalled: () => this.onMembershipChange(),
+      onSnapshotInstalled: () => {
+        this.snapshotsInstalled++;
+        this.onMembershipChange();
+      },
       onFatal: (err) => {
         this.stopped = true;
         o.onFatal(err);
@@ -508,6 +513,11 @@ export class EtcdServer {
         if (r.error) throw r.error;
       },
       stopped: () => this.stopped,
+      snapshotsInstalled: () => this.snapshotsInstalled,
+      attributesApplied: () => {
+        const m = this.membership.get(this.memberId);
+        return m !== undefined && m.name === c.name && m.clientUrls.join(",") === c.advertiseClientUrls.join(",");
+      },
       logger: this.logger,
     }).then((published) => {
       if (published) this.readyResolve();
