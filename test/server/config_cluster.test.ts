@@ -46,12 +46,14 @@ describe("scripts/cluster.ts", () => {
     const dir = mkdtempSync(path.join(tmpdir(), "etcetera-cluster-"));
     try {
       const fake = path.join(dir, "fake-server.mjs");
-      // Stands in for dist/server.js: says who it is, then waits for SIGTERM.
+      // Stands in for dist/server.js: says who it is, then waits for SIGTERM. The handler goes in
+      // before "ready" is printed: a SIGTERM sent on seeing "ready" once arrived before it, and the
+      // default action killed the member (CI: "infra3 | exited (SIGTERM)").
       writeFileSync(
         fake,
         `const name = process.argv[process.argv.indexOf("--name") + 1];
-         console.log("ready " + name);
          process.on("SIGTERM", () => { console.error("bye " + name); process.exit(0); });
+         console.log("ready " + name);
          setInterval(() => {}, 1000);`,
       );
       const child = spawn(process.execPath, ["--import", "tsx", "scripts/cluster.ts", "--server", fake, "--data-root", path.join(dir, "data")], {
