@@ -58,14 +58,15 @@ export interface CallConnection {
 const { NGHTTP2_NO_ERROR } = http2.constants;
 
 /** Like grpc-go, only the content type: every extra header costs HPACK work per call. */
-const RESPONSE_HEADERS = {
+// Frozen: our HTTP/2 engine encodes a frozen header object once (h2/header_block.ts).
+const RESPONSE_HEADERS = Object.freeze({
   ":status": 200,
   "content-type": "application/grpc",
-};
+});
 // No `date` header (node:http2 adds one by default): grpc-go sends none, and a value that changes
 // every second costs a string per response and a new HPACK table entry per second per connection.
 const RESPOND_OPTIONS = { waitForTrailers: true, sendDate: false };
-const OK_TRAILERS = { "grpc-status": "0" };
+const OK_TRAILERS: Record<string, string> = Object.freeze({ "grpc-status": "0" });
 const END_OPTIONS = { endStream: true, sendDate: false };
 
 const kCall = Symbol("grpc.call");

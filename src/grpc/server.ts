@@ -10,7 +10,7 @@ import http2, { type IncomingHttpHeaders, type ServerHttp2Session, type ServerHt
 import net, { type AddressInfo, type Socket } from "node:net";
 import tls from "node:tls";
 import type { ProtoCodecs } from "../pb/codec.js";
-import { type CallHost, type CallObserver, Http2Call, type RegisteredMethod, respondTrailersOnly } from "./call.js";
+import { type CallConnection, type CallHost, type CallObserver, Http2Call, type RegisteredMethod, respondTrailersOnly } from "./call.js";
 import { parseGrpcTimeout } from "./deadline.js";
 import { handlerOf, methodKind } from "./handler.js";
 import type { EtcdServices, HandlersFor } from "./services.js";
@@ -21,6 +21,8 @@ import { CLIENT_PREFACE, SettingsId } from "./h2/http2-frame.js";
 import { DEFAULT_KEEPALIVE, type KeepaliveOptions, SessionKeepalive } from "./h2/keepalive.js";
 import { loadEtcdCodecs } from "../pb/protos.js";
 import { RewritingStream } from "./h2/rewriting-stream.js";
+import { H2Connection, type ConnectionHost } from "./h2/connection.js";
+import type { H2Stream } from "./h2/stream.js";
 import { GrpcError, Status } from "./status.js";
 import { tagClientIdentity } from "./client_identity.js";
 
@@ -49,6 +51,24 @@ export interface TlsOptions {
   onRefused?(remoteAddress: string, reason: string): void;
 }
 
+/**
+ * Which HTTP/2 implementation serves the client port's HTTP/2 connections: ours (h2/connection.ts,
+ * the default) or node:http2's nghttp2 (the one before it, kept for A/B measurements and as a
+ * fallback: ETCETERA_HTTP2=node).
+ */
+export type Http2Engine = "own" | "node";
+export const HTTP2_ENGINES: readonly Http2Engine[] = ["own", "node"];
+
+/** The engine ETCETERA_HTTP2 names (refused if it names none), else the default. */
+export function http2EngineFromEnv(env: NodeJS.ProcessEnv = process.env): Http2Engine {
+  const value = env.ETCETERA_HTTP2;
+  if (value === undefined || value === "") return DEFAULT_HTTP2_ENGINE;
+  if ((HTTP2_ENGINES as readonly string[]).includes(value)) return value as Http2Engine;
+  throw new Error(`ETCETERA_HTTP2=${value}: expected one of ${HTTP2_ENGINES.join(", ")}`);
+}
+
+const DEFAULT_HTTP2_ENGINE: Http2Engine = "node";
+
 /** The methods of each service, as the server reads them (ProtoCodecs; a front end's raw-bytes table). */
 export type ServiceTable = Pick<ProtoCodecs, "service">;
 
@@ -72,6 +92,8 @@ export interface GrpcServerOptions {
   shutdownGraceMs?: number;
   /** Per-call events, for metrics. */
   observer?: CallObserver;
+  /** The HTTP/2 implementation (default: ETCETERA_HTTP2, else ours). */
+  http2Engine?: Http2Engine;
 }
 
 /** Bytes enough to tell the HTTP/2 preface from an HTTP/1.1 request line. */
@@ -105,6 +127,11 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
   private readonly services = new Set<string>();
   private readonly calls = new Set<Http2Call>();
   private readonly sessions = new Set<ServerHttp2Session>();
+  /** Connections of our own HTTP/2 engine (h2/connection.ts). */
+  private readonly ownConnections = new Set<H2Connection>();
+  private readonly engine: Http2Engine;
+  private readonly maxConcurrentStreams: number;
+  private readonly connectionHost: ConnectionHost;
   private readonly http1Sockets = new Set<Socket>();
   /** HTTP/2 connections whose first request is still being read (first-request-gate.ts). */
   private readonly gates = new Set<FirstRequestGate>();
@@ -128,6 +155,14 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
       0,
       Math.min(options.maxConcurrentStreams ?? HTTP2_MAX_CONCURRENT_STREAMS_MAX, HTTP2_MAX_CONCURRENT_STREAMS_MAX),
     );
+    this.maxConcurrentStreams = maxConcurrentStreams;
+    this.engine = options.http2Engine ?? http2EngineFromEnv();
+    this.connectionHost = {
+      // H2Stream has the part of ServerHttp2Stream that calls and plain-HTTP exchanges use (h2/stream.ts).
+      onStream: (stream: H2Stream, headers: IncomingHttpHeaders) =>
+        this.onStream(stream as unknown as ServerHttp2Stream, headers, stream.session as H2Connection),
+      onConnectionClosed: (connection: H2Connection) => void this.ownConnections.delete(connection),
+    };
     this.h2 = http2.createServer({
       settings: { maxConcurrentStreams },
       maxSessionMemory: options.maxSessionMemoryMb ?? 64,
@@ -182,13 +217,18 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
     return this.calls.size;
   }
 
+  /** The HTTP/2 implementation this server runs. */
+  get http2Engine(): Http2Engine {
+    return this.engine;
+  }
+
   /** HTTP/2 connections served through the AuthorityRewriter so far (clients sending an authority nghttp2 refuses). */
   get authorityRewrites(): number {
     return this.rewrittenConnections;
   }
 
   get connections(): number {
-    return this.sessions.size + this.http1Sockets.size + this.gates.size;
+    return this.sessions.size + this.ownConnections.size + this.http1Sockets.size + this.gates.size;
   }
 
   /** Listens on a unix socket path (etcd's unix:// and unixs:// client URLs). */
@@ -243,13 +283,15 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
     const listenerClosed = new Promise<void>((resolve) => (this.listener ? this.listener.close(() => resolve()) : resolve()));
     for (const gate of [...this.gates]) gate.destroy();
     for (const session of this.sessions) if (!session.closed) session.close();
+    for (const connection of this.ownConnections) connection.close();
     this.h1.closeIdleConnections();
     const deadline = Date.now() + graceMs;
     await this.waitFor(() => this.calls.size === 0 && this.http1Sockets.size === 0, deadline);
     for (const call of [...this.calls]) call.shutdown();
     // Let the UNAVAILABLE trailers go out and the sessions close on their own, briefly.
-    await this.waitFor(() => this.sessions.size === 0, Date.now() + SHUTDOWN_FLUSH_MS);
+    await this.waitFor(() => this.sessions.size === 0 && this.ownConnections.size === 0, Date.now() + SHUTDOWN_FLUSH_MS);
     for (const session of this.sessions) session.destroy();
+    for (const connection of [...this.ownConnections]) connection.destroy();
     for (const socket of this.http1Sockets) socket.destroy();
     await listenerClosed;
   }
@@ -313,6 +355,12 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
    * nghttp2 would refuse (see first-request-gate.ts).
    */
   private admitHttp2(socket: Socket, initial: Buffer | undefined): void {
+    if (this.engine === "own") {
+      const connection = new H2Connection(socket, initial, { maxConcurrentStreams: this.maxConcurrentStreams, keepalive: this.keepalive }, this.connectionHost);
+      if (!connection.closed) this.ownConnections.add(connection);
+      if (this.closing) connection.close();
+      return;
+    }
     const gate = new FirstRequestGate(socket, this.probeOptions, {
       deliver: (stream) => {
         this.gates.delete(gate);
@@ -348,7 +396,7 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
 
   // ---- streams ----
 
-  private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+  private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, connection?: CallConnection): void {
     const contentType = headers["content-type"];
     if (headers[":method"] !== "POST" || !isGrpcContentType(contentType)) {
       serveHttp2(stream, headers, this.httpHandler);
@@ -370,7 +418,7 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
         return;
       }
     }
-    const keepalive = (stream.session as KeepaliveSession | undefined)?.[kKeepalive];
+    const keepalive = connection ?? (stream.session as KeepaliveSession | undefined)?.[kKeepalive];
     const call = new Http2Call(stream, headers, registered, this, timeoutMs, keepalive);
     this.calls.add(call);
   }

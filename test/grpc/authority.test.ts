@@ -20,7 +20,7 @@ import type { CallContext } from "../../src/grpc/handler.js";
 import { GrpcServer } from "../../src/grpc/server.js";
 import type { KVHandlers, WatchHandlers } from "../../src/grpc/services.js";
 import { GrpcError, Status } from "../../src/grpc/status.js";
-import { HandlerStats, echoClient, echoHandlers, eventually, frame, loadEchoCodecs, rawRequest, unary, type EchoRequest, type EchoResponse } from "./harness.js";
+import { HandlerStats, echoClient, echoHandlers, eventually, frame, loadEchoCodecs, rawRequest, rewritesOn, unary, type EchoRequest, type EchoResponse } from "./harness.js";
 import { ETCDCTL_BIN } from "../binaries.js";
 
 const codecs = loadEchoCodecs();
@@ -117,7 +117,7 @@ describe("a node:http2 client sending :authority http://127.0.0.1:PORT", () => {
     expect(messages(bidi.body).map((m) => Buffer.from(m.payload as Uint8Array).toString())).toEqual(["b0", "b1"]);
     expect(bidi.trailers?.["grpc-status"]).toBe("0");
     // One connection, rewritten; the handlers saw the client's real address.
-    expect(server.authorityRewrites).toBe(before + 1);
+    expect(server.authorityRewrites).toBe(before + rewritesOn(server, 1));
     const local = (session.socket as unknown as { localPort: number }).localPort;
     expect(peers.slice(-5)).toEqual(Array(5).fill(`127.0.0.1:${local}`));
     session.destroy();
@@ -129,7 +129,7 @@ describe("a node:http2 client sending :authority http://127.0.0.1:PORT", () => {
     for (let i = 0; i < 2; i++) expect(await new Promise<boolean>((resolve) => session.ping((err) => resolve(!err)))).toBe(true);
     const res = await rawRequest(session, { ":path": "/etceteratest.Echo/Unary", ":authority": `http://127.0.0.1:${port}/` }, [frame(request.encode({ payload: Buffer.from("p") }))]);
     expect(messages(res.body).length).toBe(1);
-    expect(server.authorityRewrites).toBe(before + 1);
+    expect(server.authorityRewrites).toBe(before + rewritesOn(server, 1));
     session.destroy();
   });
 
@@ -165,7 +165,7 @@ describe("a node:http2 client sending :authority http://127.0.0.1:PORT", () => {
     const again = await unary(client.Unary, client, { payload: Buffer.from("js2") });
     expect(Buffer.from(again.payload).toString()).toBe("js2");
     client.close();
-    expect(server.authorityRewrites).toBe(before + 1);
+    expect(server.authorityRewrites).toBe(before + rewritesOn(server, 1));
   });
 });
 
@@ -199,7 +199,7 @@ describe("TLS", () => {
       const res = await rawRequest(session, { ":path": "/etceteratest.Echo/Unary", ":authority": authority }, [frame(request.encode({ payload: Buffer.from("t") }))]);
       expect(messages(res.body).map((m) => Buffer.from(m.payload as Uint8Array).toString())).toEqual(["t"]);
     }
-    expect(server.authorityRewrites).toBe(1);
+    expect(server.authorityRewrites).toBe(rewritesOn(server, 1));
     session.destroy();
   });
 });
@@ -213,7 +213,7 @@ describe("graceful close", () => {
     const goaway = new Promise<void>((resolve) => session.once("goaway", () => resolve()));
     const slow = rawRequest(session, { ":path": "/etceteratest.Echo/Unary", ":authority": `http://127.0.0.1:${port}` }, [frame(request.encode({ payload: Buffer.from("s"), delay_ms: 200 }))]);
     await eventually(() => server.liveCalls === 1, "the call started");
-    expect(server.authorityRewrites).toBe(1);
+    expect(server.authorityRewrites).toBe(rewritesOn(server, 1));
     const closed = server.close(5_000);
     await goaway;
     const res = await slow;
@@ -325,7 +325,7 @@ describe("etcdctl --endpoints=http://127.0.0.1:PORT", () => {
     const hashkv = await etcdctl(endpoint, ["endpoint", "hashkv", "-w", "json"]);
     expect(hashkv.stderr).toBe("");
     expect((JSON.parse(hashkv.stdout) as { HashKV: { hash: number } }[])[0]!.HashKV.hash).toBe(0xabcdef);
-    expect(server.authorityRewrites).toBe(before + 2);
+    expect(server.authorityRewrites).toBe(before + rewritesOn(server, 2));
   });
 
   it("--user: Authenticate, then Status with the token on a rewritten connection", async () => {
@@ -333,7 +333,7 @@ describe("etcdctl --endpoints=http://127.0.0.1:PORT", () => {
     const run = await etcdctl(endpoint, ["--user=root:pw", "endpoint", "status", "-w", "json"]);
     expect(run.stderr).toBe("");
     expect(calls.at(-1)).toMatchObject({ method: "Status", token: "tok-root" });
-    expect(server.authorityRewrites).toBeGreaterThan(before);
+    expect(server.authorityRewrites).toBeGreaterThanOrEqual(before + rewritesOn(server, 1));
   });
 
   it("watch receives every event of its stream", async () => {
@@ -349,6 +349,6 @@ describe("etcdctl --endpoints=http://127.0.0.1:PORT", () => {
     const parsed = JSON.parse(run.stdout) as { Endpoint: string; Status: { version: string; raftIndex: number } }[];
     expect(parsed.map((s) => [s.Endpoint, s.Status.version, s.Status.raftIndex])).toEqual([[endpoint, "3.4.23", 77]]);
     expect(calls.slice(-2).map((c) => c.method)).toEqual(["MemberList", "Status"]);
-    expect(server.authorityRewrites).toBe(before + 1);
+    expect(server.authorityRewrites).toBe(before + rewritesOn(server, 1));
   });
 });

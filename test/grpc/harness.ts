@@ -268,3 +268,11 @@ export function frame(message: Buffer, compressed = false): Buffer {
 
 /** The seed of a randomized test (test/seed.ts). */
 export { testSeed as seedFor } from "../seed.js";
+
+/**
+ * Connections the AuthorityRewriter serves for `n` connections with a bad :authority: node:http2's
+ * engine needs it, ours takes any authority as it comes (src/grpc/h2/connection.ts).
+ */
+export function rewritesOn(server: { readonly http2Engine: string }, n: number): number {
+  return server.http2Engine === "node" ? n : 0;
+}

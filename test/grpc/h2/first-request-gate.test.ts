@@ -187,7 +187,7 @@ class RawClient {
 describe("the gate in front of node:http2", () => {
   for (const authority of ["127.0.0.1:2379", "http://127.0.0.1:2379"]) {
     it(`two server SETTINGS with the same content, one ACK each, and an answer (:authority ${authority})`, async () => {
-      const server = new GrpcServer({ codecs, maxConcurrentStreams: 100 });
+      const server = new GrpcServer({ codecs, maxConcurrentStreams: 100, http2Engine: "node" });
       server.addService("etceteratest.Echo", echoHandlers(new HandlerStats()));
       const { port } = await server.listen(0);
       const client = new RawClient(port);
@@ -219,7 +219,7 @@ describe("the gate in front of node:http2", () => {
   }
 
   it("close() ends connections still at the gate", async () => {
-    const server = new GrpcServer({ codecs });
+    const server = new GrpcServer({ codecs, http2Engine: "node" });
     const { port } = await server.listen(0);
     const client = new RawClient(port);
     client.write(Buffer.concat([CLIENT_PREFACE, CLIENT_SETTINGS]));
