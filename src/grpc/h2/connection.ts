@@ -203,7 +203,6 @@ export class H2Connection implements StreamOwner {
   }
 
   private onFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
-    if (process.env.H2DEBUG) console.error("in", type, flags, streamId, payload.length, type === 8 ? payload.readUInt32BE(0) : type === 4 ? payload.toString("hex") : "");
     const block = this.headerBlock;
     if (block !== undefined && (type !== FrameType.CONTINUATION || streamId !== block.streamId)) {
       throw new ConnectionError(H2Error.PROTOCOL_ERROR, `frame type ${type} inside the header block of stream ${block.streamId}`);
@@ -673,7 +672,6 @@ export class H2Connection implements StreamOwner {
   /** Reserves a frame in the output buffer and writes its header; returns the payload's offset. */
   private writeFrameHeader(length: number, type: number, flags: number, streamId: number): number {
     const need = FRAME_HEADER_BYTES + length;
-    if (process.env.H2DEBUG) console.error("out", type, flags, streamId, length, "win", this.sendWindow);
     if (this.outPos + need > this.out.length) this.grow(need);
     const out = this.out;
     const at = this.outPos;
