@@ -67,7 +67,7 @@ export function http2EngineFromEnv(env: NodeJS.ProcessEnv = process.env): Http2E
   throw new Error(`ETCETERA_HTTP2=${value}: expected one of ${HTTP2_ENGINES.join(", ")}`);
 }
 
-const DEFAULT_HTTP2_ENGINE: Http2Engine = "node";
+const DEFAULT_HTTP2_ENGINE: Http2Engine = "own";
 
 /** The methods of each service, as the server reads them (ProtoCodecs; a front end's raw-bytes table). */
 export type ServiceTable = Pick<ProtoCodecs, "service">;

@@ -181,7 +181,11 @@ export class H2Connection implements StreamOwner {
     } catch (err) {
       if (err instanceof ConnectionError) this.fail(err.code, err.message);
       else if (err instanceof Http2ProtocolError) this.fail(H2Error.PROTOCOL_ERROR, err.message);
-      else throw err;
+      else {
+        // A bug of ours met by one client's frames: that connection ends, the member keeps serving.
+        process.emitWarning(`HTTP/2 connection ended on an internal error: ${(err as Error).stack ?? String(err)}`);
+        this.fail(H2Error.INTERNAL_ERROR, "internal error");
+      }
       return;
     }
     if (at < buf.length) {
@@ -702,11 +706,13 @@ export class H2Connection implements StreamOwner {
       this.outPos = 0;
       return;
     }
-    const bytes = this.out.subarray(0, this.outPos);
-    // The socket keeps `bytes` until written: the next turn's frames go into a new buffer.
-    this.out = Buffer.allocUnsafe(Math.max(16 * 1024, Math.min(this.outPos, 1024 * 1024)));
+    const written = this.outPos;
     this.outPos = 0;
-    this.socket.write(bytes);
+    this.socket.write(this.out.subarray(0, written));
+    // Written through at once (the usual case: the socket's Writable called back, nothing is
+    // buffered): the buffer is ours again. Else the socket holds it until sent, and the next
+    // turn's frames go into a new one.
+    if (this.socket.writableLength !== 0) this.out = Buffer.allocUnsafe(Math.max(16 * 1024, Math.min(written, 1024 * 1024)));
     this.releaseDrainWaiters();
   }
 }
