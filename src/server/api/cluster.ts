@@ -10,10 +10,18 @@ import { checkPeerUrls } from "../reconfigure.js";
 import type { V3Server } from "../v3_server.js";
 import { requireAdmin } from "./authorize.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
-import { header } from "./header.js";
+import { type ResponseHeader, header } from "./header.js";
 
 export function memberPb(m: Member): MemberInit {
   return { ID: m.id, name: m.name, peerURLs: [...m.peerUrls], clientURLs: [...m.clientUrls], isLearner: m.isLearner };
+}
+
+/**
+ * etcd's cluster server fills no revision in its header (ClusterServer.header(): cluster id, member
+ * id, raft term), on MemberList as on MemberAdd, MemberRemove, MemberUpdate and MemberPromote.
+ */
+function clusterHeader(s: V3Server): ResponseHeader {
+  return header(s, 0);
 }
 
 export function clusterService(s: V3Server): MemberHandlers<"etcdserverpb.Cluster"> {
@@ -22,8 +30,7 @@ export function clusterService(s: V3Server): MemberHandlers<"etcdserverpb.Cluste
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         const members = await s.memberList(req.linearizable);
-        // etcd's cluster server header carries no revision.
-        return { header: { ...header(s), revision: 0 }, members: members.map(memberPb) };
+        return { header: clusterHeader(s), members: members.map(memberPb) };
       }),
     MemberAdd: (req, ctx) =>
       guarded(async () => {
@@ -31,7 +38,7 @@ export function clusterService(s: V3Server): MemberHandlers<"etcdserverpb.Cluste
         checkPeerUrls(req.peerURLs);
         const { member, members } = await s.memberAdd(req.peerURLs, req.isLearner);
         return {
-          header: header(s),
+          header: clusterHeader(s),
           member: { ID: member.id, peerURLs: [...member.peerUrls], isLearner: member.isLearner },
           members: members.map(memberPb),
         };
@@ -40,19 +47,19 @@ export function clusterService(s: V3Server): MemberHandlers<"etcdserverpb.Cluste
       guarded(async () => {
         await requireAdmin(s, ctx);
         const members = await s.memberRemove(req.ID);
-        return { header: header(s), members: members.map(memberPb) };
+        return { header: clusterHeader(s), members: members.map(memberPb) };
       }),
     MemberUpdate: (req, ctx) =>
       guarded(async () => {
         await requireAdmin(s, ctx);
         const members = await s.memberUpdate(req.ID, req.peerURLs);
-        return { header: header(s), members: members.map(memberPb) };
+        return { header: clusterHeader(s), members: members.map(memberPb) };
       }),
     MemberPromote: (req, ctx) =>
       guarded(async () => {
         await requireAdmin(s, ctx);
         const members = await s.memberPromote(req.ID);
-        return { header: header(s), members: members.map(memberPb) };
+        return { header: clusterHeader(s), members: members.map(memberPb) };
       }),
   };
 }
