@@ -310,7 +310,8 @@ export class H2Connection implements StreamOwner {
       return;
     }
     if (streamId % 2 === 0) throw new ConnectionError(H2Error.PROTOCOL_ERROR, `client stream id ${streamId} is even`);
-    if (streamId <= this.lastStreamId) throw new ConnectionError(H2Error.STREAM_CLOSED, `HEADERS on closed stream ${streamId}`);
+    // RFC 9113 5.1.1: ids only grow; a lower one is a PROTOCOL_ERROR (Go's server says the same).
+    if (streamId <= this.lastStreamId) throw new ConnectionError(H2Error.PROTOCOL_ERROR, `HEADERS on stream ${streamId} at or below ${this.lastStreamId}`);
     this.lastStreamId = streamId;
     // After our GOAWAY, new streams are not processed (the client retries them elsewhere).
     if (this.goawayLastId >= 0 && streamId > this.goawayLastId) return;
