@@ -21,6 +21,7 @@ import { createLogger, type Logger } from "./logger.js";
 import { formatId } from "./member.js";
 import { loadMemberCodecs } from "../pb/protos.js";
 import { tuneV8 } from "./v8_tuning.js";
+import { http2EngineFromEnv } from "../grpc/server.js";
 import { FrontEnds } from "./front_end/front_ends.js";
 import { warmUp, warmupEnabled } from "./warmup.js";
 import { clientTls, httpsOptions, listenOn, listenTarget } from "./tls/client_listeners.js";
@@ -47,6 +48,15 @@ export async function main(argv: string[]): Promise<void> {
   for (const w of config.warnings) logger.warn(w);
   if ("error" in heap) logger.warn(heap.error);
   else logger.debug({ heapGrowingPercent: heap.percent }, "heap tuning");
+  // Refused before anything starts (fail closed): a bad ETCETERA_HTTP2 names no engine.
+  try {
+    http2EngineFromEnv(process.env);
+  } catch (err) {
+    logger.fatal((err as Error).message);
+    process.exitCode = 1;
+    setImmediate(() => process.exit(1));
+    return;
+  }
   const testBugs = testBugsFromEnv(process.env);
   if ("error" in testBugs) {
     logger.fatal(testBugs.error);

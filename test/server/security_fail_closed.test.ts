@@ -49,4 +49,12 @@ describe("the member process fails closed", () => {
       );
     }
   });
+
+  it("an ETCETERA_HTTP2 that names no HTTP/2 engine is refused by name before the member starts", async () => {
+    const m = await singleMemberArgs(join(dir, "http2-engine"));
+    const r = await runToExit(m.args, { ETCETERA_HTTP2: "nghttp3" }, ETCETERA);
+    expect(r.code, r.log).toBe(1);
+    expect(r.log).toContain("ETCETERA_HTTP2=nghttp3: expected one of own, node");
+    expect(r.log).not.toContain("ready to serve client requests");
+  });
 });
