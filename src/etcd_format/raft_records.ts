@@ -98,6 +98,8 @@ export function decodeEtcdEntry(buf: Uint8Array): EtcdEntry {
     else unknown(f, "raftpb.Entry");
   }
   if (index === 0) throw new ProtoFieldError("Entry.Index 0");
+  // Raft's terms start at 1 (its bootstrap entries are term 1); only the dummy entry at index 0 has term 0.
+  if (term === 0) throw new ProtoFieldError(`Entry ${index} at term 0`);
   if (type !== ETCD_ENTRY_NORMAL && type !== ETCD_ENTRY_CONF_CHANGE && type !== ETCD_ENTRY_CONF_CHANGE_V2) throw new ProtoFieldError(`Entry.Type ${type} unknown`);
   return { term, index, type, data };
 }

@@ -10,7 +10,11 @@
  * What etcd's ReadAll does, this does, with one difference: etcd repairs a torn tail of the last
  * segment when it opens the WAL for writing; here every torn or corrupt byte is refused with the
  * file and offset (an import never starts from a log it had to guess at). A segment ends at its
- * first zero length (the preallocated rest of the file), as etcd's decoder does.
+ * first zero length (the preallocated rest of the file), as etcd's decoder does; the rest of the
+ * file must then be zeros. etcd's decoder stops at a zero length whatever follows, and ReadAll in
+ * write mode zeroes what follows (wal.go: "this zero record may be followed by non-zero records
+ * from a torn write"): that is a repair too, so here non-zero bytes after the end are refused. A
+ * single flipped bit makes one: a 16-byte record without padding has the length 0x10.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -92,16 +96,33 @@ interface RawRecord {
   readonly offset: number;
 }
 
-/** The records of one segment, up to its end or its first zero length. */
+const ZEROS = Buffer.alloc(64 * 1024);
+
+/** The offset of the first non-zero byte of `buf` from `from` on, or -1 (memcmp in 64 KiB chunks: the rest of a 64 MB segment). */
+function firstNonZero(buf: Buffer, from: number): number {
+  for (let at = from; at < buf.length; at += ZEROS.length) {
+    const end = Math.min(at + ZEROS.length, buf.length);
+    if (buf.compare(ZEROS, 0, end - at, at, end) !== 0) {
+      for (let i = at; i < end; i++) if (buf[i] !== 0) return i;
+    }
+  }
+  return -1;
+}
+
+/** The records of one segment, up to its end or its first zero length (zeros after it). */
 function* segmentRecords(file: string, buf: Buffer): Generator<RawRecord> {
   let off = 0;
   while (off < buf.length) {
     if (off + FRAME_BYTES > buf.length) {
-      if (buf.subarray(off).every((b) => b === 0)) return;
+      if (firstNonZero(buf, off) < 0) return;
       throw new EtcdFileError(file, off, `torn record length: ${buf.length - off} bytes left of an 8-byte frame`);
     }
     const lenField = buf.readBigUInt64LE(off);
-    if (lenField === 0n) return;
+    if (lenField === 0n) {
+      const junk = firstNonZero(buf, off + FRAME_BYTES);
+      if (junk >= 0) throw new EtcdFileError(file, junk, `non-zero byte after the segment's end (a zero record length at ${off}): a torn write etcd would zero on open, or a damaged length`);
+      return;
+    }
     const recBytes = Number(lenField & 0x00ffffffffffffffn);
     const padBytes = lenField >= 1n << 63n ? Number((lenField >> 56n) & 7n) : 0;
     if (lenField >= 1n << 63n && (lenField >> 56n) >> 3n !== 0x10n) throw new EtcdFileError(file, off, `record length 0x${lenField.toString(16)} has a bad padding byte`);
@@ -225,8 +246,11 @@ export function readEtcdWal(walDir: string, options: EtcdWalReadOptions = {}): E
   const maxTerm = entries.reduce((t, e) => Math.max(t, e.term), from.term);
   if (hardState.term < maxTerm) throw new EtcdFileError(hardStateAt.file || lastFile, hardStateAt.offset, `hard state term ${hardState.term} is below the term ${maxTerm} of an entry in the log`);
   if (hardState.commit > lastIndex) throw new EtcdFileError(hardStateAt.file || lastFile, hardStateAt.offset, `hard state commit ${hardState.commit} is beyond the last entry ${lastIndex}`);
-  for (let i = 1; i < entries.length; i++) {
-    if (entries[i]!.term < entries[i - 1]!.term) throw new EtcdFileError(lastFile, 0, `entry ${entries[i]!.index} has term ${entries[i]!.term}, below the term ${entries[i - 1]!.term} of the entry before it`);
+  // Terms never fall along the log, starting from the snapshot's (a hard state whose type byte
+  // flipped to an entry reads as Entry{Type: term, Term: vote, Index: commit}).
+  for (let i = 0; i < entries.length; i++) {
+    const before = i === 0 ? from.term : entries[i - 1]!.term;
+    if (entries[i]!.term < before) throw new EtcdFileError(lastFile, 0, `entry ${entries[i]!.index} has term ${entries[i]!.term}, below the term ${before} of the ${i === 0 ? "snapshot" : "entry"} before it`);
   }
   return { metadata, hardState, entries, snapshots, segments: read.map((s) => s.name) };
 }

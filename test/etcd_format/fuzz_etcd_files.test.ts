@@ -4,7 +4,8 @@
  * Each is refused with an EtcdFileError naming the file and a byte offset, or read exactly as the
  * good file (a flip in a record's padding, which etcd does not checksum either), or, for a torn
  * file cut exactly between two records, read as a prefix of the good log (indistinguishable from
- * a clean end, for etcd as for this reader; the import then refuses a backend ahead of its log).
+ * a clean end, for etcd as for this reader; the import then refuses a backend ahead of its log);
+ * a zero length with non-zero bytes after it is refused (etcd would zero them on open: a repair).
  * Nothing else is thrown, and a refused import leaves etcd's files byte for byte as they were.
  */
 import { createHash } from "node:crypto";
@@ -121,6 +122,45 @@ describe("etcd WAL and .snap readers on damaged files", () => {
     }
     console.log(`etcd wal fuzz: ${JSON.stringify(counts)}`);
     expect(counts.refused).toBeGreaterThan(400);
+  });
+
+  it("refuses a record length zeroed with records after it, and a hard state read as an entry (seed 1465386039)", () => {
+    // Seed 1465386039 flipped bit 4 at 216: the leader's first (empty) entry is a 16-byte record
+    // without padding, its length 0x10, and the flip made it 0, etcd's end of a segment. etcd
+    // reads the log up to there and zeroes the rest on open; the reader took the 45 entries after
+    // it for preallocated space. Record sizes vary between runs (the crc's varint), so every length
+    // is zeroed here: what a one-bit flip does to a length that is a power of two.
+    walOutcome(segment, undefined, undefined);
+    const good = readEtcdWal(join(dir, "fuzz-wal"), { segmentSizeBytes: segment.length });
+    const starts = [...boundaries].filter((b) => segment.readBigUInt64LE(b) !== 0n).sort((a, b) => a - b);
+    expect(starts.length).toBeGreaterThan(80);
+    for (const b of starts) {
+      const bad = Buffer.from(segment);
+      bad.fill(0, b, b + 8);
+      expect(walOutcome(bad, good, undefined, `length at ${b} zeroed`), `length at ${b} zeroed`).toBe("refused");
+    }
+    // A flip in the preallocated zeros after the last record: what etcd zeroes on open.
+    const end = Math.max(...boundaries);
+    const junk = Buffer.from(segment);
+    junk[end + 8 + 17] = 0x40;
+    expect(walOutcome(junk, good, undefined)).toBe("refused");
+    // The control: zeros from a record boundary to the end are a clean end, read as the log up to it.
+    const mid = starts[Math.floor(starts.length / 2)]!;
+    const torn = Buffer.from(segment);
+    torn.fill(0, mid);
+    expect(walOutcome(torn, good, mid)).toBe("prefix");
+    // A flip of a hard state's type byte (3 -> 2, outside the crc) makes it an entry
+    // {Type: term, Term: vote, Index: commit}: the first hard state (term 1, vote 0, commit 1)
+    // read as an entry 1 at term 0 replacing the bootstrap conf change.
+    let states = 0;
+    for (const b of starts) {
+      if (segment[b + 8] !== 0x08 || segment[b + 9] !== 3) continue;
+      states++;
+      const bad = Buffer.from(segment);
+      bad[b + 9] = 2;
+      expect(walOutcome(bad, good, undefined, `state at ${b} as an entry`), `state at ${b} as an entry`).toBe("refused");
+    }
+    expect(states).toBeGreaterThan(40);
   });
 
   it("refuses, or reads exactly, every truncated and bit-flipped .snap file", () => {
