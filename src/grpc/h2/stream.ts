@@ -122,8 +122,11 @@ export class H2Stream extends EventEmitter {
     return this.remoteEnded || this.isClosed;
   }
 
+  /** Whoever finds the stream backed up waits for 'drain' (call.ts's drain()), so it is promised one. */
   get writableNeedDrain(): boolean {
-    return !this.isClosed && this.owner.backedUp(this);
+    if (this.isClosed || !this.owner.backedUp(this)) return false;
+    this.needDrain = true;
+    return true;
   }
 
   // ---- the response side ----
