@@ -70,6 +70,7 @@ import { Snapshots } from "./snapshots.js";
 import { PAGE_ROWS as DELTA_PAGE_ROWS } from "./snapshot_delta.js";
 import { Transport } from "./transport/transport.js";
 import { V3Api } from "./v3_api.js";
+import { COMMIT_HOLD_MS_DEFAULT, CommitHold, commitHoldMsFromEnv } from "./commit_hold.js";
 import type { V3Server } from "./v3_server.js";
 import { WaitTime } from "./wait_time.js";
 
@@ -130,6 +131,7 @@ export class EtcdServer {
   private rs!: RaftStorage;
   private transport!: Transport;
   private loop!: RaftLoop;
+  private commitHold!: CommitHold;
   private proposals!: Proposals;
   private readIndex!: ReadIndex;
   private snapshots!: Snapshots;
@@ -325,14 +327,16 @@ export class EtcdServer {
       onMembershipChange: () => this.onMembershipChange(),
     });
     const heartbeats = new HeartbeatWatch({ registry, heartbeatMs: c.heartbeatMs, logger: this.logger });
+    const hold = commitHoldMsFromEnv(process.env);
+    this.commitHold = new CommitHold(typeof hold === "number" ? hold : COMMIT_HOLD_MS_DEFAULT, (msgs) => {
+      heartbeats.observe(msgs);
+      this.transport.send(msgs);
+    });
     this.loop = new RaftLoop({
       memberId: this.memberId,
       raw: this.raw,
       storage,
-      send: (msgs) => {
-        heartbeats.observe(msgs);
-        this.transport.send(msgs);
-      },
+      send: (msgs) => this.commitHold.send(msgs),
       sendSnapshot: (m, body) => this.transport.sendSnapshot(m, body),
       snapshotBase: (to) => this.transport.snapshotBase(to),
       apply: (e) => {
@@ -352,6 +356,8 @@ export class EtcdServer {
       snapshotIndex: snapshot?.metadata.index ?? 0,
       confState: snapshot?.metadata.confState ?? { voters: [], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false },
       onLeadership: (isLeader) => {
+        // A deposed leader's held commit notices go out now (raft would have sent them already).
+        if (!isLeader) this.commitHold.flush();
         if (isLeader) heartbeats.reset();
         if (isLeader) this.lessor.promote(c.electionMs);
         else this.lessor.demote();
@@ -633,6 +639,7 @@ export class EtcdServer {
     this.leaderClient.close();
     this.tokens.close();
     await this.loop.stop();
+    this.commitHold.clear();
     await this.transport.stop();
     await this.rs.close();
     this.watchable.close();

@@ -21,6 +21,7 @@ import { createLogger, type Logger } from "./logger.js";
 import { formatId } from "./member.js";
 import { loadMemberCodecs } from "../pb/protos.js";
 import { tuneV8 } from "./v8_tuning.js";
+import { commitHoldMsFromEnv } from "./commit_hold.js";
 import { http2EngineFromEnv } from "../grpc/server.js";
 import { FrontEnds } from "./front_end/front_ends.js";
 import { warmUp, warmupEnabled } from "./warmup.js";
@@ -53,6 +54,13 @@ export async function main(argv: string[]): Promise<void> {
     http2EngineFromEnv(process.env);
   } catch (err) {
     logger.fatal((err as Error).message);
+    process.exitCode = 1;
+    setImmediate(() => process.exit(1));
+    return;
+  }
+  const hold = commitHoldMsFromEnv(process.env);
+  if (typeof hold !== "number") {
+    logger.fatal(hold.error);
     process.exitCode = 1;
     setImmediate(() => process.exit(1));
     return;

@@ -107,6 +107,8 @@ export class H2Connection implements StreamOwner {
   private openCalls = 0;
   private pingTimer: NodeJS.Timeout | undefined;
   private ackTimer: NodeJS.Timeout | undefined;
+  /** Flushes a PING ACK held for a call's response (see onPingFrame). */
+  private pingAckTimer: NodeJS.Timeout | undefined;
 
   constructor(socket: Socket, initial: Buffer | undefined, options: ConnectionOptions, host: ConnectionHost) {
     this.socket = socket;
@@ -407,8 +409,13 @@ export class H2Connection implements StreamOwner {
       this.fail(H2Error.ENHANCE_YOUR_CALM, TOO_MANY_PINGS);
       return;
     }
-    const at = this.writeFrameHeader(8, FrameType.PING, Flag.ACK, 0);
+    // While a call is open its response follows shortly: the ACK rides in that write (grpc-go's
+    // clients ping with every request, for their window estimate) instead of a socket write and a
+    // wake-up of the client of its own, for at most PING_ACK_HOLD_MS.
+    const hold = this.openCalls > 0;
+    const at = this.writeFrameHeader(8, FrameType.PING, Flag.ACK, 0, !hold);
     payload.copy(this.out, at);
+    if (hold && !this.flushScheduled) this.pingAckTimer ??= setTimeout(flushConnection, PING_ACK_HOLD_MS, this);
   }
 
   private onGoawayFrame(streamId: number): void {
@@ -607,6 +614,7 @@ export class H2Connection implements StreamOwner {
     this.dead = true;
     clearInterval(this.pingTimer);
     clearTimeout(this.ackTimer);
+    clearTimeout(this.pingAckTimer);
     for (const stream of this.streams.values()) stream.closeNow();
     this.streams.clear();
     this.blocked.clear();
@@ -675,7 +683,7 @@ export class H2Connection implements StreamOwner {
   }
 
   /** Reserves a frame in the output buffer and writes its header; returns the payload's offset. */
-  private writeFrameHeader(length: number, type: number, flags: number, streamId: number): number {
+  private writeFrameHeader(length: number, type: number, flags: number, streamId: number, flushSoon = true): number {
     const need = FRAME_HEADER_BYTES + length;
     if (this.outPos + need > this.out.length) this.grow(need);
     const out = this.out;
@@ -687,7 +695,7 @@ export class H2Connection implements StreamOwner {
     out[at + 4] = flags;
     out.writeUInt32BE(streamId, at + 5);
     this.outPos = at + need;
-    if (!this.flushScheduled) {
+    if (flushSoon && !this.flushScheduled) {
       this.flushScheduled = true;
       setImmediate(flushConnection, this);
     }
@@ -703,6 +711,10 @@ export class H2Connection implements StreamOwner {
   /** Writes every frame queued this turn in one socket write. */
   flush(): void {
     this.flushScheduled = false;
+    if (this.pingAckTimer !== undefined) {
+      clearTimeout(this.pingAckTimer);
+      this.pingAckTimer = undefined;
+    }
     if (this.outPos === 0 || this.socket.destroyed) {
       this.outPos = 0;
       return;
@@ -719,6 +731,9 @@ export class H2Connection implements StreamOwner {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** How long a PING ACK may wait for the frames of an open call (RFC 9113 6.7: "SHOULD" be prompt). */
+const PING_ACK_HOLD_MS = 5;
 
 function flushConnection(connection: H2Connection): void {
   connection.flush();

@@ -114,6 +114,25 @@ describe.each(HTTP2_ENGINES)("HTTP/2 conformance (%s engine)", (engine) => {
       expect(ack.payload.length).toBe(0);
       expect(ack.streamId).toBe(0);
     });
+
+    it("answers a PING sent with a unary request, and one sent while a call stays open and silent", async () => {
+      const { port } = await serve();
+      const client = await connect(port);
+      await unaryOk(client, 1);
+      // With a request (grpc-go's clients ping with each one): the ACK may ride with the response.
+      client.headers(3, client.grpcHeaders(UNARY));
+      client.dataFrame(3, echo({ payload: Buffer.from("with a ping") }), { endStream: true });
+      client.ping(Buffer.from("request!"));
+      const withCall = await client.waitFor((f) => f.type === FrameType.PING && f.payload.toString() === "request!", "PING ACK beside a unary call");
+      expect(withCall.flags & Flag.ACK).toBe(Flag.ACK);
+      expect(response.decode(expectGrpcOk(await client.response(3))[0]!).payload.toString()).toBe("with a ping");
+      // A bidi call that sends nothing: nothing else is written, and the ACK still comes.
+      client.headers(5, client.grpcHeaders(BIDI));
+      client.ping(Buffer.from("silent!!"));
+      const silent = await client.waitFor((f) => f.type === FrameType.PING && f.payload.toString() === "silent!!", "PING ACK beside a silent call");
+      expect(silent.flags & Flag.ACK).toBe(Flag.ACK);
+      expect(client.log.some((f) => f.streamId === 5)).toBe(false);
+    });
   });
 
   describe("request framing", () => {
