@@ -57,4 +57,12 @@ describe("the member process fails closed", () => {
     expect(r.log).toContain("ETCETERA_HTTP2=nghttp3: expected one of own, node");
     expect(r.log).not.toContain("ready to serve client requests");
   });
+
+  it("an ETCETERA_COMMIT_HOLD_MS that is not an integer in [0, 50] is refused by name before the member starts", async () => {
+    const m = await singleMemberArgs(join(dir, "commit-hold"));
+    const r = await runToExit(m.args, { ETCETERA_COMMIT_HOLD_MS: "2ms" }, ETCETERA);
+    expect(r.code, r.log).toBe(1);
+    expect(r.log).toContain('ETCETERA_COMMIT_HOLD_MS must be an integer in [0, 50], got \\"2ms\\"');
+    expect(r.log).not.toContain("ready to serve client requests");
+  });
 });
