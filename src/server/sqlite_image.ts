@@ -13,7 +13,7 @@
  * and only the copy is opened.
  */
 import Database from "better-sqlite3";
-import { closeSync, copyFileSync, existsSync, fstatSync, mkdtempSync, openSync, rmSync, statSync, truncateSync, writeSync } from "node:fs";
+import { closeSync, copyFileSync, existsSync, fstatSync, mkdtempSync, openSync, readSync, rmSync, statSync, truncateSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { EtcdFileError } from "../etcd_format/file_error.js";
@@ -49,6 +49,7 @@ export interface SqliteImageSnapshot {
  */
 export async function sqliteImageToEtcdSnapshot(input: string, options: { requireHash: boolean; scratchParent?: string }): Promise<SqliteImageSnapshot> {
   const { dbBytes, hashed } = verifySnapshotHash(input, { required: options.requireHash });
+  checkWholePages(input, dbBytes, !hashed && existsSync(`${input}-wal`));
   const scratch = mkdtempSync(join(options.scratchParent ?? tmpdir(), "etcetera-sqlite-image-"));
   const dispose = () => rmSync(scratch, { recursive: true, force: true });
   try {
@@ -65,6 +66,37 @@ export async function sqliteImageToEtcdSnapshot(input: string, options: { requir
     // A row that does not decode (a damaged page SQLite itself did not notice) is named by the input's file.
     if (err instanceof EtcdFileError || !(err instanceof Error)) throw err;
     throw new EtcdFileError(input, 0, `an etcetera SQLite backend that cannot be read: ${err.message}`);
+  }
+}
+
+const SQLITE_MAGIC = Buffer.from("SQLite format 3\0", "latin1");
+const SQLITE_HEADER_BYTES = 100;
+
+/**
+ * A SQLite file is whole pages, as many as its header counts (when that count is valid and no WAL
+ * beside it holds pages the file does not have yet). A copy cut inside its last page's unused
+ * tail reads back the same (SQLite zero-fills a short read), so quick_check cannot see such a
+ * cut: the size must. Files that are not SQLite at all are left to the open's refusal.
+ */
+function checkWholePages(input: string, dbBytes: number, walBeside: boolean): void {
+  const header = Buffer.alloc(SQLITE_HEADER_BYTES);
+  const fd = openSync(input, "r");
+  try {
+    if (readSync(fd, header, 0, SQLITE_HEADER_BYTES, 0) < SQLITE_HEADER_BYTES || !header.subarray(0, SQLITE_MAGIC.length).equals(SQLITE_MAGIC)) return;
+  } finally {
+    closeSync(fd);
+  }
+  const raw = header.readUInt16BE(16);
+  const pageSize = raw === 1 ? 65536 : raw;
+  if (pageSize < 512 || (pageSize & (pageSize - 1)) !== 0) return;
+  if (dbBytes % pageSize !== 0) {
+    throw new EtcdFileError(input, dbBytes, `a SQLite database cut short: ${dbBytes} bytes are not a whole number of ${pageSize}-byte pages`);
+  }
+  // The header's page count is valid when its version-valid-for number is the change counter.
+  const headerPages = header.readUInt32BE(28);
+  const countValid = headerPages > 0 && header.readUInt32BE(92) === header.readUInt32BE(24);
+  if (countValid && !walBeside && dbBytes / pageSize < headerPages) {
+    throw new EtcdFileError(input, dbBytes, `a SQLite database cut short: ${dbBytes / pageSize} pages of the ${headerPages} its header counts`);
   }
 }
 
