@@ -10,10 +10,12 @@
  * What runs, on scratch buffers and objects only: the client API's protobuf codecs (put, range,
  * txn, lease keep-alive, watch), gRPC message framing, HPACK, the raft request codec, a scratch
  * three-voter raft (src/raft, in memory) whose messages go through the peer transport's codec and
- * whose leader's Readys go through the WAL record codec and its CRC chain, puts and ranges into a
- * scratch key index; and beside them unary calls through a scratch gRPC server on an ephemeral
+ * whose leader's Readys go through the WAL record codec and its CRC chain and whose leader's
+ * committed entries (puts, and txns every fourth) are applied to a scratch store in a temporary
+ * directory (warmup_store.ts: the member's applier, MVCC, SQLite backend, a watcher with prev_kv,
+ * serializable ranges), puts and ranges into a scratch key index; and beside them unary calls through a scratch gRPC server on an ephemeral
  * 127.0.0.1 port (stub handlers, no store), for node:http2's own JavaScript and src/grpc. Nothing
- * touches the member's stores, files or listeners, so the warm-up changes no state a client or a
+ * touches the member's stores, data dir or listeners, so the warm-up changes no state a client or a
  * peer could see. The codecs are the process's own (loadMemberCodecs is compiled once per
  * process), so the functions warmed are the ones served. Measured: docs/multicore.md, "Cold start".
  * The pure codecs alone did not measurably help; the scratch raft and the loopback calls did.
@@ -62,6 +64,7 @@ import { type Entry, type HardState, type Message, type NodeId, StateType } from
 import { scanSegment } from "../wal/decoder.js";
 import { readEntryPayload, readHardStatePayload, RecordType, RecordWriter } from "../wal/record.js";
 import { FrameDecoder, FrameKind } from "./transport/frame.js";
+import { ScratchStore } from "./warmup_store.js";
 import { decodeMessages, encodeMessages } from "./transport/protocol.js";
 import { decodeRaftRequest, encodeRaftRequest } from "./raft_request.js";
 
@@ -104,6 +107,12 @@ export interface WarmupCounts {
   indexOps: number;
   /** Unary calls through a scratch gRPC server on loopback that answered OK with the response sent. */
   loopbackCalls: number;
+  /** The scratch leader's committed puts and txns applied to a scratch store with the right revision (warmup_store.ts). */
+  storeApplied: number;
+  /** Their events delivered to the scratch store's watcher. */
+  watchEvents: number;
+  /** Serializable ranges on the scratch store that found their key. */
+  storeRanges: number;
 }
 
 export interface WarmupResult {
@@ -111,6 +120,8 @@ export interface WarmupResult {
   durationMs: number;
   /** True when the time budget stopped it before its rounds were done. */
   budgetExceeded: boolean;
+  /** Why the scratch store's part did not run (its temp dir could not be made), if it did not. */
+  storeSkipped?: string;
   counts: WarmupCounts;
 }
 
@@ -181,7 +192,7 @@ class Scratch {
   readonly value = Buffer.alloc(256, 0x61);
   private keyBuf = Buffer.alloc(8);
   walChain = 0;
-  counts: WarmupCounts = { protobuf: 0, grpcFrames: 0, hpackBlocks: 0, walRecords: 0, peerMessages: 0, raftRequests: 0, indexOps: 0, loopbackCalls: 0 };
+  counts: WarmupCounts = { protobuf: 0, grpcFrames: 0, hpackBlocks: 0, walRecords: 0, peerMessages: 0, raftRequests: 0, indexOps: 0, loopbackCalls: 0, storeApplied: 0, watchEvents: 0, storeRanges: 0 };
 
   key(i: number): Buffer {
     this.keyBuf = Buffer.alloc(8);
@@ -314,7 +325,11 @@ class ScratchRaft {
   private readonly nodes: { raw: RawNode; storage: MemoryStorage }[];
   committed = 0;
 
-  constructor(private readonly s: Scratch) {
+  constructor(
+    private readonly s: Scratch,
+    /** The leader's committed entries go here, as the member's apply takes them. */
+    private readonly applyCommitted: (entries: readonly Entry[]) => void,
+  ) {
     this.nodes = RAFT_IDS.map((id) => {
       const storage = new MemoryStorage();
       const raw = new RawNode({ id, electionTick: 10, heartbeatTick: 1, storage, maxSizePerMsg: 1024 * 1024, maxInflightMsgs: 4096 / 8, checkQuorum: true, preVote: true, random: () => 0.5 });
@@ -347,6 +362,7 @@ class ScratchRaft {
           const rd = n.raw.ready();
           this.persist(n.storage, rd, i === 0);
           for (const e of rd.committedEntries) if (e.data.byteLength > 0) this.committed++;
+          if (i === 0 && rd.committedEntries.length > 0) this.applyCommitted(rd.committedEntries);
           for (const m of rd.messages) {
             const q = outbox.get(m.to) ?? [];
             q.push(m);
@@ -372,12 +388,28 @@ class ScratchRaft {
   }
 }
 
+/** Every TXN_EVERY-th request is a txn (a compare that holds, a put on success), the rest puts. */
+const TXN_EVERY = 4;
+/** A mod revision above any the scratch store reaches: "mod_revision < it" holds for every key. */
+const MOD_REVISION_ABOVE_ALL = 2 ** 40;
+
 function raftRequestRound(s: Scratch, i: number): Buffer {
   const key = s.key(i);
   const id = ID_BASE + i;
-  const data = encodeRaftRequest({ ID: id, header: { ID: id, username: "", authRevision: 0 }, put: { key, value: s.value } });
+  const header = { ID: id, username: "", authRevision: 0 };
+  const put = { key, value: s.value };
+  const txn = i % TXN_EVERY === TXN_EVERY - 1;
+  const data = txn
+    ? encodeRaftRequest({
+        ID: id,
+        header,
+        // CompareTarget MOD (2), CompareResult LESS (2).
+        txn: { compare: [{ result: 2, target: 2, key, modRevision: MOD_REVISION_ABOVE_ALL }], success: [{ requestPut: put }], failure: [{ requestRange: { key } }] },
+      })
+    : encodeRaftRequest({ ID: id, header, put });
   const back = decodeRaftRequest(data);
-  check(back.ID === id && back.put !== undefined && sameBytes(back.put.key, key), "InternalRaftRequest");
+  const backKey = txn ? back.txn?.success[0]?.requestPut?.key : back.put?.key;
+  check(back.ID === id && backKey !== undefined && sameBytes(backKey, key), "InternalRaftRequest");
   s.counts.raftRequests++;
   return data;
 }
@@ -448,6 +480,12 @@ async function loopbackCalls(s: Scratch, calls: number, deadline: number): Promi
 }
 
 /**
+ * A serializable range on the scratch store (the Range handler's read path) every RANGE_EVERY
+ * rounds, right after a batch committed (a multiple of BATCH_ENTRIES), so the key it reads exists.
+ */
+const RANGE_EVERY = 2 * BATCH_ENTRIES;
+
+/**
  * Runs the warm-up: `rounds` rounds (WARMUP_ROUNDS) or until `budgetMs` (WARMUP_BUDGET_MS) has
  * passed, yielding to the event loop every few milliseconds. Throws if a round trip failed.
  */
@@ -463,33 +501,57 @@ export async function warmUp(options: WarmupOptions = {}): Promise<WarmupResult>
   const calls = options.loopbackCalls ?? LOOPBACK_CALLS;
   // Its failure is held (not left unhandled while the rounds run) and thrown once they are done.
   const loopback = calls > 0 ? loopbackCalls(s, calls, start + budgetMs).then(() => undefined, (e: unknown) => e) : Promise.resolve(undefined);
-  const raft = new ScratchRaft(s);
-  let batch: Uint8Array[] = [];
-  while (done < rounds) {
-    const sliceEnd = performance.now() + SLICE_MS;
-    while (done < rounds && performance.now() < sliceEnd) {
-      const i = done;
-      const request = protobufRound(s, i);
-      grpcFramingRound(s, request, i);
-      hpackRound(s);
-      const data = raftRequestRound(s, i);
-      batch.push(data);
-      if (batch.length === BATCH_ENTRIES) {
-        raft.propose(batch);
-        batch = [];
-      }
-      indexRound(s, i);
-      done++;
-    }
-    if (performance.now() - start > budgetMs) {
-      budgetExceeded = done < rounds;
-      break;
-    }
-    await yieldToLoop();
+  // A host whose temp dir takes no files (read-only, full) still gets the rest of the warm-up.
+  let store: ScratchStore | undefined;
+  let storeSkipped: string | undefined;
+  try {
+    store = ScratchStore.open();
+  } catch (err) {
+    storeSkipped = `no scratch store (${String(err)})`;
   }
-  if (batch.length > 0) raft.propose(batch);
+  try {
+    const raft = new ScratchRaft(s, (entries) => store?.apply(entries));
+    let batch: Uint8Array[] = [];
+    let committedRounds = 0;
+    const propose = async () => {
+      raft.propose(batch);
+      committedRounds += batch.length;
+      batch = [];
+      // The scratch watcher's delivery is a microtask after the apply, as it is after the member's.
+      await Promise.resolve();
+    };
+    while (done < rounds) {
+      const sliceEnd = performance.now() + SLICE_MS;
+      while (done < rounds && performance.now() < sliceEnd) {
+        const i = done;
+        const request = protobufRound(s, i);
+        grpcFramingRound(s, request, i);
+        hpackRound(s);
+        const data = raftRequestRound(s, i);
+        batch.push(data);
+        if (batch.length === BATCH_ENTRIES) await propose();
+        // Round j wrote s.key(j): the keys of the first min(committedRounds, INDEX_KEYS) rounds exist.
+        if (store !== undefined && i % RANGE_EVERY === RANGE_EVERY - 1) await store.range(s.key(i % Math.min(committedRounds, INDEX_KEYS)));
+        indexRound(s, i);
+        done++;
+      }
+      if (performance.now() - start > budgetMs) {
+        budgetExceeded = done < rounds;
+        break;
+      }
+      await yieldToLoop();
+    }
+    if (batch.length > 0) await propose();
+  } finally {
+    if (store !== undefined) {
+      s.counts.storeApplied = store.counts.applied;
+      s.counts.watchEvents = store.counts.watchEvents;
+      s.counts.storeRanges = store.counts.ranges;
+      store.close();
+    }
+  }
   const loopbackError = await loopback;
   if (loopbackError !== undefined) throw loopbackError;
   budgetExceeded ||= s.counts.loopbackCalls < calls;
-  return { rounds: done, durationMs: performance.now() - start, budgetExceeded, counts: s.counts };
+  return { rounds: done, durationMs: performance.now() - start, budgetExceeded, counts: s.counts, ...(storeSkipped !== undefined ? { storeSkipped } : {}) };
 }

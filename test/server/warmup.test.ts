@@ -2,12 +2,17 @@ import { describe, expect, it } from "vitest";
 import { loadMemberCodecs } from "../../src/pb/protos.js";
 import { decodeRaftRequest, encodeRaftRequest } from "../../src/server/raft_request.js";
 import { type WarmupCounts, warmUp, warmupEnabled } from "../../src/server/warmup.js";
+import { readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
 
 /**
  * What each path must have verified after `rounds` rounds. The scratch raft commits a batch of 8
  * proposals at a time (it throws unless all three voters apply each one), so the WAL holds at least
  * every entry and a hard state per batch, and each batch takes at least a MsgApp and a MsgAppResp
  * per follower. A loopback call counts only once its response decoded to what the stub answered.
+ * Every committed request (a put, or a txn whose compare holds and whose success branch puts) is
+ * applied to the scratch store at the next revision and reaches its watcher as one event; a
+ * range runs every 16th round and counts only when it found its key.
  */
 function expectCounts(counts: WarmupCounts, rounds: number, loopbackCalls: number): void {
   const batches = Math.ceil(rounds / 8);
@@ -20,6 +25,9 @@ function expectCounts(counts: WarmupCounts, rounds: number, loopbackCalls: numbe
     raftRequests: rounds,
     indexOps: 3 * rounds,
     loopbackCalls,
+    storeApplied: rounds,
+    watchEvents: rounds,
+    storeRanges: Math.floor(rounds / 16),
   });
   expect(counts.walRecords).toBeGreaterThanOrEqual(rounds + batches);
   expect(counts.peerMessages).toBeGreaterThanOrEqual(4 * batches);
@@ -45,10 +53,15 @@ describe("warm-up", () => {
     const raftBefore = encodeRaftRequest(req);
     const sockets = () => process.getActiveResourcesInfo().filter((r) => r.startsWith("TCP")).length;
     const socketsBefore = sockets();
+    const scratchDirs = () => readdirSync(tmpdir()).filter((n) => n.startsWith("etcetera-warmup-")).length;
+    const scratchDirsBefore = scratchDirs();
     const first = await warmUp({ rounds: 200, budgetMs: 60_000, loopbackCalls: 20 });
+    expect(first.storeSkipped).toBeUndefined();
     // The scratch gRPC server and its client session are closed: no listener or socket stays open.
     await new Promise((r) => setImmediate(r));
     expect(sockets()).toBe(socketsBefore);
+    // The scratch store's directory is removed.
+    expect(scratchDirs()).toBe(scratchDirsBefore);
     const second = await warmUp({ rounds: 200, budgetMs: 60_000, loopbackCalls: 20 });
     expect(second.counts).toEqual(first.counts);
     expect(put.encode({ key: Buffer.from("k"), value: Buffer.from("v") })).toEqual(putBefore);
@@ -64,6 +77,21 @@ describe("warm-up", () => {
     expect(r.rounds).toBeGreaterThan(0);
     expect(r.rounds).toBeLessThan(1e9);
     expectCounts(r.counts, r.rounds, 0);
+  });
+
+  it("runs the rest when its scratch store cannot be made (a temp dir that takes no files), and says why", async () => {
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = "/nonexistent-etcetera-warmup-test/tmp";
+    try {
+      const r = await warmUp({ rounds: 40, budgetMs: 60_000, loopbackCalls: 4 });
+      expect(r.storeSkipped).toMatch(/^no scratch store \(Error: ENOENT/);
+      expect(r.counts.storeApplied).toBe(0);
+      expect(r.counts.raftRequests).toBe(40);
+      expect(r.counts.loopbackCalls).toBe(4);
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
   });
 
   it("is on unless ETCETERA_WARMUP=0", () => {
