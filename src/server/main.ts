@@ -47,8 +47,14 @@ export async function main(argv: string[]): Promise<void> {
     process.exit(1);
   });
   for (const w of config.warnings) logger.warn(w);
-  if ("error" in heap) logger.warn(heap.error);
-  else logger.debug({ heapGrowingPercent: heap.percent }, "heap tuning");
+  // Refused before anything starts (fail closed), as the knobs below: a heap variable that does not parse.
+  if ("error" in heap) {
+    logger.fatal(heap.error);
+    process.exitCode = 1;
+    setImmediate(() => process.exit(1));
+    return;
+  }
+  logger.debug({ heapGrowingPercent: heap.percent }, "heap tuning");
   // Refused before anything starts (fail closed): a bad ETCETERA_HTTP2 names no engine.
   try {
     http2EngineFromEnv(process.env);

@@ -65,4 +65,12 @@ describe("the member process fails closed", () => {
     expect(r.log).toContain('ETCETERA_COMMIT_HOLD_MS must be an integer in [0, 50], got \\"2ms\\"');
     expect(r.log).not.toContain("ready to serve client requests");
   });
+
+  it("an ETCETERA_HEAP_GROWING_PERCENT that is not an integer in [0, 1000] is refused by name before the member starts", async () => {
+    const m = await singleMemberArgs(join(dir, "heap-growing-percent"));
+    const r = await runToExit(m.args, { ETCETERA_HEAP_GROWING_PERCENT: "30%" }, ETCETERA);
+    expect(r.code, r.log).toBe(1);
+    expect(r.log).toContain('ETCETERA_HEAP_GROWING_PERCENT must be an integer in [0, 1000], got \\"30%\\"');
+    expect(r.log).not.toContain("ready to serve client requests");
+  });
 });
