@@ -151,7 +151,9 @@ async function run(compaction: Compaction, opts: { killDuringInstall?: boolean }
       expect(sent).toBeGreaterThan(0);
     } else {
       expect(incremental).toBe(0);
-      expect(sent).toBeGreaterThan(backendBytes / 2);
+      // The whole image: every live value crosses. (Not a share of the backend's file size: that
+      // counts free pages too, and measured 31.4 MB sent of a 63.5 MB file in one run.)
+      expect(sent).toBeGreaterThanOrEqual((BIG - DELETED) * VALUE.length);
     }
   }
 
