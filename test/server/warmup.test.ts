@@ -2,8 +2,9 @@ import { describe, expect, it } from "vitest";
 import { loadMemberCodecs } from "../../src/pb/protos.js";
 import { decodeRaftRequest, encodeRaftRequest } from "../../src/server/raft_request.js";
 import { type WarmupCounts, warmUp, warmupEnabled } from "../../src/server/warmup.js";
-import { readdirSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 /**
  * What each path must have verified after `rounds` rounds. The scratch raft commits a batch of 8
@@ -53,15 +54,25 @@ describe("warm-up", () => {
     const raftBefore = encodeRaftRequest(req);
     const sockets = () => process.getActiveResourcesInfo().filter((r) => r.startsWith("TCP")).length;
     const socketsBefore = sockets();
-    const scratchDirs = () => readdirSync(tmpdir()).filter((n) => n.startsWith("etcetera-warmup-")).length;
-    const scratchDirsBefore = scratchDirs();
-    const first = await warmUp({ rounds: 200, budgetMs: 60_000, loopbackCalls: 20 });
-    expect(first.storeSkipped).toBeUndefined();
+    // A temp dir of this test's own (other test files start members, whose warm-ups use the shared one).
+    const ownTmp = mkdtempSync(join(tmpdir(), "warmup-test-"));
+    const savedTmp = process.env.TMPDIR;
+    process.env.TMPDIR = ownTmp;
+    let first: Awaited<ReturnType<typeof warmUp>>;
+    try {
+      first = await warmUp({ rounds: 200, budgetMs: 60_000, loopbackCalls: 20 });
+      // The scratch store ran in ownTmp (tmpdir() follows TMPDIR) and its directory is removed.
+      expect(first.storeSkipped).toBeUndefined();
+      expect(first.counts.storeApplied).toBe(200);
+      expect(readdirSync(ownTmp)).toEqual([]);
+    } finally {
+      if (savedTmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = savedTmp;
+      rmSync(ownTmp, { recursive: true, force: true });
+    }
     // The scratch gRPC server and its client session are closed: no listener or socket stays open.
     await new Promise((r) => setImmediate(r));
     expect(sockets()).toBe(socketsBefore);
-    // The scratch store's directory is removed.
-    expect(scratchDirs()).toBe(scratchDirsBefore);
     const second = await warmUp({ rounds: 200, budgetMs: 60_000, loopbackCalls: 20 });
     expect(second.counts).toEqual(first.counts);
     expect(put.encode({ key: Buffer.from("k"), value: Buffer.from("v") })).toEqual(putBefore);
