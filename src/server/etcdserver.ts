@@ -163,6 +163,11 @@ export class EtcdServer {
     mkdirSync(join(o.config.dataDir, "member"), { recursive: true });
     this.backend = Backend.open(join(o.config.snapDir, "db"), {
       onIncompleteCheckpoint: (message) => this.logger.warn({}, message),
+      onWalCheckpoint: (e) => {
+        const fields = { "wal-size-bytes": e.walBytes, frames: e.frames, "took-ms": Number(e.tookMs.toFixed(1)) };
+        if (e.complete) this.logger.info(fields, "checkpointed the backend's -wal past its size limit between two batches; the next batch starts it over");
+        else this.logger.debug(fields, "the backend's -wal is past its size limit and a reader still holds its frames");
+      },
       timings: backendTimings(o.registry),
     });
     // Stores recover from a snapshot in the order they register, as etcd's: lease, mvcc, alarms, auth, members.

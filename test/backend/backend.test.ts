@@ -288,3 +288,67 @@ describe("checkpoints (checkpointer.ts: on a worker, never inside a commit on th
     be.close();
   });
 });
+
+describe("the database's size (etcd: bolt's pages, what the quota and db_total_size count) and the -wal's", () => {
+  it("is its pages, not the files; a -wal past its limit is started over and cut back once no reader holds it", async () => {
+    const file = tmpFile();
+    const limit = 256 * 1024;
+    const checkpoints: { complete: boolean; walBytes: number }[] = [];
+    const be = Backend.open(file, { batchIntervalMs: 60_000, walSizeLimitBytes: limit, onWalCheckpoint: (e) => checkpoints.push(e) });
+    const a = new NoteStore("a", []);
+    be.register(a);
+    const row = "x".repeat(2000);
+    const fill = (n: number): void => {
+      for (let i = 0; i < n; i++) {
+        a.insert!.run(row);
+        if (i % 64 === 63) be.forceCommit();
+      }
+      be.forceCommit();
+    };
+    /** Commits one row at a time, letting the worker's answer in between, until `done` (at most 10). */
+    const commitUntil = async (done: () => boolean): Promise<void> => {
+      for (let i = 0; i < 10 && !done(); i++) {
+        fill(1);
+        await new Promise((r) => setImmediate(r));
+      }
+    };
+    const walBytes = (): number => fs.statSync(`${file}-wal`).size;
+    fill(64);
+    // A reader held open across a burst (a client's snapshot stream): no checkpoint can finish,
+    // so the -wal takes every frame of the burst; then the burst's rows are deleted.
+    const reader = new Database(file, { readonly: true });
+    reader.exec("BEGIN");
+    expect(reader.prepare("SELECT count(*) FROM a").pluck().get()).toBe(64);
+    fill(2048);
+    be.connection.exec("DELETE FROM a");
+    be.forceCommit();
+    const walBurst = walBytes();
+    expect(walBurst, "the burst went into the -wal").toBeGreaterThan(4 * 1024 * 1024);
+    const pageSize = be.connection.pragma("page_size", { simple: true }) as number;
+    const pages = be.connection.pragma("page_count", { simple: true }) as number;
+    expect(be.sizeBytes()).toBe(pageSize * pages);
+    expect(be.sizeBytes(), "the -wal's frames are not counted twice").toBeLessThan(fs.statSync(file).size + walBurst);
+    expect(be.sizeInUseBytes(), "the deleted rows' pages are free").toBeLessThan(be.sizeBytes() / 2);
+
+    // While the reader is open the -wal cannot start over: checkpoints are tried and say so.
+    await commitUntil(() => checkpoints.length > 0);
+    expect(checkpoints.length, "a checkpoint was tried").toBeGreaterThan(0);
+    expect(checkpoints.every((c) => !c.complete), "no checkpoint completes under the reader").toBe(true);
+    expect(walBytes()).toBeGreaterThan(walBurst);
+
+    reader.exec("COMMIT");
+    reader.close();
+    await commitUntil(() => walBytes() <= limit);
+    expect(walBytes(), "the -wal cut back to its limit once the reader closed").toBeLessThanOrEqual(limit);
+    expect(checkpoints.at(-1)?.complete).toBe(true);
+    const size = be.sizeBytes();
+    expect(size, "a checkpoint moves pages, it does not change the database's size").toBe(pageSize * (be.connection.pragma("page_count", { simple: true }) as number));
+    expect(fs.statSync(file).size, "the file holds every page but the last batch's").toBeGreaterThanOrEqual(size - 64 * pageSize);
+    const rows = committedRows(file, "a");
+    expect(rows).toBeGreaterThan(0);
+    fill(3 * 1024);
+    expect(committedRows(file, "a"), "writes go on after the restart").toBe(rows + 3 * 1024);
+    be.close();
+    expect(be.sizeBytes(), "a closed backend answers its last size").toBeGreaterThan(size);
+  });
+});
