@@ -16,7 +16,7 @@
  * from a torn write"): that is a repair too, so here non-zero bytes after the end are refused. A
  * single flipped bit makes one: a 16-byte record without padding has the length 0x10.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { crc32cUpdate } from "../mvcc/crc32c.js";
 import { EtcdFileError } from "./file_error.js";
@@ -67,6 +67,12 @@ export interface EtcdWal {
   readonly snapshots: readonly EtcdWalSnapshot[];
   /** The segments read (file names). */
   readonly segments: readonly string[];
+  /**
+   * The last segment is shorter than etcd preallocates because etcd's own wal.Repair cut a torn
+   * tail off it; the copy of the segment from before the repair (`<segment>.broken`, which etcd
+   * leaves beside it and ignores from then on). Undefined otherwise.
+   */
+  readonly repairedBy?: string;
 }
 
 /** The WAL's segments in sequence order; refuses gaps in the sequence (etcd's isValidSeq). */
@@ -98,6 +104,13 @@ interface RawRecord {
 
 const ZEROS = Buffer.alloc(64 * 1024);
 
+/**
+ * etcd 3.4 repairs a torn last record of its last segment when it starts (wal.Repair: the records
+ * from there were never synced, so never acknowledged); an import reads no log it would have to
+ * cut itself, and says how to have etcd do it.
+ */
+const TORN_HINT = "; if etcd lost power while writing it, start etcd 3.4 on this data dir once (it repairs a torn last record, keeping <segment>.broken), then etcetera imports the repaired WAL";
+
 /** The offset of the first non-zero byte of `buf` from `from` on, or -1 (memcmp in 64 KiB chunks: the rest of a 64 MB segment). */
 function firstNonZero(buf: Buffer, from: number): number {
   for (let at = from; at < buf.length; at += ZEROS.length) {
@@ -110,7 +123,7 @@ function firstNonZero(buf: Buffer, from: number): number {
 }
 
 /** The records of one segment, up to its end or its first zero length (zeros after it). */
-function* segmentRecords(file: string, buf: Buffer): Generator<RawRecord> {
+function* segmentRecords(file: string, buf: Buffer, isLast: boolean): Generator<RawRecord> {
   let off = 0;
   while (off < buf.length) {
     if (off + FRAME_BYTES > buf.length) {
@@ -128,7 +141,7 @@ function* segmentRecords(file: string, buf: Buffer): Generator<RawRecord> {
     if (lenField >= 1n << 63n && (lenField >> 56n) >> 3n !== 0x10n) throw new EtcdFileError(file, off, `record length 0x${lenField.toString(16)} has a bad padding byte`);
     if (lenField < 1n << 63n && lenField >= 1n << 56n) throw new EtcdFileError(file, off, `record length 0x${lenField.toString(16)} has bits set in its padding byte without the padding flag`);
     if (recBytes > buf.length - off - FRAME_BYTES || recBytes + padBytes > buf.length - off - FRAME_BYTES) {
-      throw new EtcdFileError(file, off, `record of ${recBytes}+${padBytes} bytes overruns the file (${buf.length - off - FRAME_BYTES} bytes left): torn write`);
+      throw new EtcdFileError(file, off, `record of ${recBytes}+${padBytes} bytes overruns the file (${buf.length - off - FRAME_BYTES} bytes left): torn write${isLast ? TORN_HINT : ""}`);
     }
     const body = buf.subarray(off + FRAME_BYTES, off + FRAME_BYTES + recBytes);
     let type: number | undefined;
@@ -173,15 +186,23 @@ export function readEtcdWal(walDir: string, options: EtcdWalReadOptions = {}): E
   const snapshots: EtcdWalSnapshot[] = [];
   let matched = false;
   let chain = 0;
+  let repairedBy: string | undefined;
   const read = segs.slice(first);
   for (const seg of read) {
     const file = join(walDir, seg.name);
     const buf = readFileSync(file);
-    if (seg === read[read.length - 1] && buf.length < segmentSizeBytes) {
-      throw new EtcdFileError(file, buf.length, `the last segment is ${buf.length} bytes, etcd preallocates it to ${segmentSizeBytes}: truncated`);
+    const isLast = seg === read[read.length - 1];
+    if (isLast && buf.length < segmentSizeBytes) {
+      // etcd's repair truncates the last segment at its last whole record, after copying it to
+      // <segment>.broken; etcd appends to the shorter file from then on. Without that copy a short
+      // segment is a file cut short (a copy interrupted): records may be missing, so it is refused.
+      if (!existsSync(`${file}.broken`)) {
+        throw new EtcdFileError(file, buf.length, `the last segment is ${buf.length} bytes, etcd preallocates it to ${segmentSizeBytes}: truncated (etcd's own repair leaves ${seg.name}.broken beside the segment it cut)`);
+      }
+      repairedBy = `${file}.broken`;
     }
     let records = 0;
-    for (const rec of segmentRecords(file, buf)) {
+    for (const rec of segmentRecords(file, buf, isLast)) {
       const decode = <T>(what: string, fn: (b: Uint8Array) => T): T => {
         try {
           return fn(rec.data);
@@ -199,7 +220,7 @@ export function readEtcdWal(walDir: string, options: EtcdWalReadOptions = {}): E
         continue;
       }
       chain = crc32cUpdate(chain, rec.data);
-      if (rec.crc !== chain) throw new EtcdFileError(file, rec.offset, `record crc 0x${rec.crc.toString(16)} does not match its data (0x${chain.toString(16)})`);
+      if (rec.crc !== chain) throw new EtcdFileError(file, rec.offset, `record crc 0x${rec.crc.toString(16)} does not match its data (0x${chain.toString(16)})${isLast ? TORN_HINT : ""}`);
       switch (rec.type) {
         case WAL_METADATA_TYPE: {
           const b = Buffer.from(rec.data);
@@ -252,5 +273,5 @@ export function readEtcdWal(walDir: string, options: EtcdWalReadOptions = {}): E
     const before = i === 0 ? from.term : entries[i - 1]!.term;
     if (entries[i]!.term < before) throw new EtcdFileError(lastFile, 0, `entry ${entries[i]!.index} has term ${entries[i]!.term}, below the term ${before} of the ${i === 0 ? "snapshot" : "entry"} before it`);
   }
-  return { metadata, hardState, entries, snapshots, segments: read.map((s) => s.name) };
+  return { metadata, hardState, entries, snapshots, segments: read.map((s) => s.name), ...(repairedBy === undefined ? {} : { repairedBy }) };
 }

@@ -3,7 +3,7 @@
  * state, the entries after the snapshot (contiguous, ending at or after the backend's consistent
  * index), the snapshot markers, and the membership in the v2 store.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { cpSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -69,6 +69,30 @@ describe("etcd 3.4's WAL and .snap files", () => {
     const puts = wal.entries.filter((e) => e.type === ETCD_ENTRY_NORMAL && Buffer.from(e.data).includes(Buffer.from("value-34")));
     expect(puts).toHaveLength(1);
     expect(wal.snapshots.length).toBeGreaterThanOrEqual(4);
+  });
+
+  it("reads a last segment etcd's repair cut short (its <segment>.broken beside it), and refuses one cut short without it", () => {
+    const good = readEtcdWal(join(dataDir, "member", "wal"));
+    const walDir = join(dir, "repaired-wal");
+    rmSync(walDir, { recursive: true, force: true });
+    cpSync(join(dataDir, "member", "wal"), walDir, { recursive: true });
+    const name = readdirSync(walDir).filter((n) => n.endsWith(".wal")).sort().at(-1)!;
+    const buf = readFileSync(join(walDir, name));
+    // What wal.Repair leaves: the segment up to a record boundary (here, before its last five records).
+    const starts: number[] = [];
+    for (let off = 0, len = buf.readBigUInt64LE(0); len !== 0n; len = buf.readBigUInt64LE(off)) {
+      starts.push(off);
+      off += 8 + Number(len & 0x00ffffffffffffffn) + (len >= 1n << 63n ? Number((len >> 56n) & 7n) : 0);
+    }
+    truncateSync(join(walDir, name), starts.at(-5)!);
+    expect(() => readEtcdWal(walDir)).toThrow(new RegExp(`${name}: byte offset ${starts.at(-5)}: the last segment is .* truncated \\(etcd's own repair leaves ${name}\\.broken`));
+    copyFileSync(join(dataDir, "member", "wal", name), join(walDir, `${name}.broken`));
+    const repaired = readEtcdWal(walDir);
+    expect(repaired.repairedBy).toBe(join(walDir, `${name}.broken`));
+    expect(good.repairedBy).toBeUndefined();
+    expect(repaired.entries.length).toBeGreaterThan(0);
+    expect(repaired.entries.length).toBeLessThan(good.entries.length);
+    expect(repaired.entries).toEqual(good.entries.slice(0, repaired.entries.length));
   });
 
   it("refuses a snapshot marker the WAL does not hold, naming the file", () => {

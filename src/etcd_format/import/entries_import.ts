@@ -7,8 +7,13 @@
  *   import: it becomes the entry's index, which fits etcetera's ids. The request is then decoded
  *   with etcetera's codec and encoded again: a field etcetera does not know, or a value it cannot
  *   hold exactly, changes the bytes, and the import is refused naming the
- *   entry, never applied differently. etcd 3.4's v2 requests (member attributes, cluster version)
- *   are not InternalRaftRequests and are refused the same way.
+ *   entry, never applied differently.
+ * - etcd 3.4 publishes a starting member's name and client URLs as a v2 request (a bare
+ *   etcdserverpb.Request, not an InternalRaftRequest: PUT /0/members/<id>/attributes with the
+ *   attributes as JSON). Its backend holds the consistent index of v3 writes only, so a member
+ *   restarted and stopped with no write since leaves its publish after that index. It becomes
+ *   etcetera's own publish (InternalRaftRequest.member_attributes, etcd 3.5's
+ *   ClusterMemberAttrSet). Every other v2 request (etcd's v2 API, the cluster version) is refused.
  * - A conf change carries etcd's member JSON as its context; etcetera's carries its own context
  *   (conf_change_context.ts): the member is carried over, the ids narrowed exactly.
  * - An empty normal entry (a new leader's no-op) stays as it is.
@@ -116,10 +121,53 @@ function confChangeEntry(e: EtcdEntry): Entry {
   return { term: e.term, index: e.index, type: EntryType.ConfChange, data: encodeConfChangeV1({ id: cc.id, type, nodeId, context }) };
 }
 
+/** pb.Request's fields that a publish leaves at their zero values (gogoproto writes them all). */
+const V2_ZERO_FIELDS = new Set([5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]);
+const V2_ATTRIBUTES_PATH = /^\/0\/members\/([0-9a-f]{1,16})\/attributes$/;
+
+/**
+ * etcd 3.4's publish (a bare v2 pb.Request: ID 1, Method 2, Path 3, Val 4, the rest zero) as
+ * etcetera's; undefined when the entry is not one. Recognised only in full: any other field, or a
+ * field with a value a publish never has, leaves it to normalEntry (which refuses a v2 request).
+ */
+function v2PublishEntry(e: EtcdEntry): Entry | undefined {
+  let method: string | undefined;
+  let path: string | undefined;
+  let val: string | undefined;
+  try {
+    for (const f of protoFields(e.data)) {
+      if (f.field === 1 && f.wire === 0) continue;
+      if (f.field === 2 && f.wire === 2) method = Buffer.from(f.bytes).toString();
+      else if (f.field === 3 && f.wire === 2) path = Buffer.from(f.bytes).toString();
+      else if (f.field === 4 && f.wire === 2) val = Buffer.from(f.bytes).toString();
+      else if (V2_ZERO_FIELDS.has(f.field) && ((f.wire === 0 && f.varint === 0n) || (f.wire === 2 && f.bytes.length === 0))) continue;
+      else return undefined;
+    }
+  } catch (err) {
+    if (err instanceof ProtoFieldError) return undefined;
+    throw err;
+  }
+  const id = path === undefined ? null : V2_ATTRIBUTES_PATH.exec(path);
+  if (method !== "PUT" || id === null || val === undefined) return undefined;
+  let attrs: { name?: unknown; clientURLs?: unknown };
+  try {
+    attrs = JSON.parse(val) as typeof attrs;
+  } catch (err) {
+    throw new ImportRefusedError(`etcd WAL entry ${e.index}: the attributes published for member ${id[1]} are not JSON: ${(err as Error).message}`);
+  }
+  const urls = attrs.clientURLs ?? [];
+  if (typeof attrs.name !== "string" || !Array.isArray(urls) || !urls.every((u): u is string => typeof u === "string") || Object.keys(attrs).some((k) => k !== "name" && k !== "clientURLs")) {
+    throw new ImportRefusedError(`etcd WAL entry ${e.index}: the attributes published for member ${id[1]} are not etcd's {name, clientURLs}: ${val.slice(0, 200)}`);
+  }
+  const member_ID = importNodeId(BigInt(`0x${id[1]}`), `publish at entry ${e.index}: member id`);
+  const data = encodeRaftRequest({ ID: e.index, memberAttributes: { member_ID, name: attrs.name, clientUrls: urls } });
+  return { term: e.term, index: e.index, type: EntryType.Normal, data };
+}
+
 /** etcd's entries as etcetera's, in order; refuses what etcetera cannot apply exactly. */
 export function importEntries(entries: readonly EtcdEntry[]): Entry[] {
   return entries.map((e) => {
-    if (e.type === ETCD_ENTRY_NORMAL) return normalEntry(e);
+    if (e.type === ETCD_ENTRY_NORMAL) return v2PublishEntry(e) ?? normalEntry(e);
     if (e.type === ETCD_ENTRY_CONF_CHANGE) return confChangeEntry(e);
     throw new ImportRefusedError(`etcd WAL entry ${e.index} is a ConfChangeV2 (joint consensus), which etcd 3.4's server never proposes: refusing to import it`);
   });

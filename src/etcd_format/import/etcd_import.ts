@@ -94,6 +94,9 @@ async function importInto(c: ImportConfig, staged: string, logger: Logger): Prom
   const snap = readNewestEtcdSnap(c.snapDir);
   const snapIndex = snap?.metadata.index ?? 0;
   const wal = readEtcdWal(c.walDir, { from: { index: snapIndex, term: snap?.metadata.term ?? 0 }, segmentSizeBytes: c.etcdSegmentSizeBytes });
+  if (wal.repairedBy !== undefined) {
+    logger.warn({ broken: wal.repairedBy, segment: wal.segments.at(-1) }, "etcd repaired this WAL (cut a torn last record off its last segment); importing the repaired log, etcd's .broken copy is kept with its files");
+  }
   const dbPath = join(c.snapDir, "db");
   const source = EtcdBackendReader.open(dbPath);
   try {
