@@ -16,6 +16,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { etcdWalRecords } from "../etcd_format/etcd_data.js";
 import { reservePort } from "../ports.js";
 import { clients, unary } from "./grpc_client.js";
 import { Cluster, etcdctl, eventually, Member, TARGET_ETCD, type CtlResult } from "./harness.js";
@@ -163,18 +164,9 @@ async function expectNextWrite(m: Member, before: View): Promise<void> {
  * Returns the torn record's offset.
  */
 function tearLastRecord(walDir: string, from: number): number {
-  const name = readdirSync(walDir).filter((n) => n.endsWith(".wal")).sort().at(-1)!;
-  const file = join(walDir, name);
+  const file = lastWalSegment(walDir);
   const buf = readFileSync(file);
-  const records: { start: number; end: number }[] = [];
-  for (let off = 0; ; ) {
-    const len = buf.readBigUInt64LE(off);
-    if (len === 0n) break;
-    const end = off + 8 + Number(len & 0x00ffffffffffffffn) + (len >= 1n << 63n ? Number((len >> 56n) & 7n) : 0);
-    records.push({ start: off, end });
-    off = end;
-  }
-  const victim = records.filter((r) => r.start >= from && Math.floor((r.end - 1) / 512) * 512 > r.start + 8).at(-1);
+  const victim = etcdWalRecords(buf).filter((r) => r.start >= from && Math.floor((r.end - 1) / 512) * 512 > r.start + 8).at(-1);
   expect(victim, `a record after ${from} crossing a sector`).toBeDefined();
   const cut = Math.floor((victim!.end - 1) / 512) * 512;
   buf.fill(0, cut);
@@ -182,13 +174,13 @@ function tearLastRecord(walDir: string, from: number): number {
   return victim!.start;
 }
 
+function lastWalSegment(walDir: string): string {
+  return join(walDir, readdirSync(walDir).filter((n) => n.endsWith(".wal")).sort().at(-1)!);
+}
+
 /** The used bytes of etcd's last WAL segment (its preallocated zeros after the last record). */
 function walEnd(walDir: string): number {
-  const name = readdirSync(walDir).filter((n) => n.endsWith(".wal")).sort().at(-1)!;
-  const buf = readFileSync(join(walDir, name));
-  let off = 0;
-  for (let len = buf.readBigUInt64LE(0); len !== 0n; len = buf.readBigUInt64LE(off)) off += 8 + Number(len & 0x00ffffffffffffffn) + (len >= 1n << 63n ? Number((len >> 56n) & 7n) : 0);
-  return off;
+  return etcdWalRecords(readFileSync(lastWalSegment(walDir))).at(-1)?.end ?? 0;
 }
 
 function sha256(path: string): string {

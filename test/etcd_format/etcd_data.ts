@@ -30,3 +30,16 @@ export async function stoppedEtcdMember(dir: string, puts: number, snapshotCount
   }
   return etcd.dataDir;
 }
+
+/** Where each record of an etcd WAL segment starts and ends, up to its first zero length (wal/decoder.go's framing). */
+export function etcdWalRecords(segment: Buffer): { start: number; end: number }[] {
+  const records: { start: number; end: number }[] = [];
+  for (let off = 0; off + 8 <= segment.length; ) {
+    const len = segment.readBigUInt64LE(off);
+    if (len === 0n) break;
+    const end = off + 8 + Number(len & 0x00ffffffffffffffn) + (len >= 1n << 63n ? Number((len >> 56n) & 7n) : 0);
+    records.push({ start: off, end });
+    off = end;
+  }
+  return records;
+}

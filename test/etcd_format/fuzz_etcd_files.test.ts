@@ -20,7 +20,7 @@ import { ImportRefusedError } from "../../src/etcd_format/import/ids.js";
 import { silentLogger } from "../../src/server/logger.js";
 import { mulberry32 } from "../prng.js";
 import { testSeed } from "../seed.js";
-import { stoppedEtcdMember } from "./etcd_data.js";
+import { etcdWalRecords, stoppedEtcdMember } from "./etcd_data.js";
 
 const dir = mkdtempSync(join(tmpdir(), "etcetera-etcd-fuzz-"));
 let dataDir: string;
@@ -36,16 +36,9 @@ beforeAll(async () => {
   const walDir = join(dataDir, "member", "wal");
   segmentName = readdirSync(walDir).filter((n) => n.endsWith(".wal"))[0]!;
   const full = readFileSync(join(walDir, segmentName));
-  boundaries = new Set([0]);
-  let off = 0;
-  for (;;) {
-    const len = full.readBigUInt64LE(off);
-    if (len === 0n) break;
-    const rec = Number(len & 0x00ffffffffffffffn);
-    const pad = len >= 1n << 63n ? Number((len >> 56n) & 7n) : 0;
-    off += 8 + rec + pad;
-    boundaries.add(off);
-  }
+  const records = etcdWalRecords(full);
+  boundaries = new Set([0, ...records.map((r) => r.end)]);
+  const off = records.at(-1)?.end ?? 0;
   segment = full.subarray(0, off + 64);
   const snapDir = join(dataDir, "member", "snap");
   snapName = readdirSync(snapDir).filter((n) => n.endsWith(".snap")).sort().at(-1)!;

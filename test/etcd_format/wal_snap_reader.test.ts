@@ -17,7 +17,7 @@ import {
   readEtcdWal,
   readNewestEtcdSnap,
 } from "../../src/etcd_format/index.js";
-import { IMPORT_CLUSTER_ID, IMPORT_MEMBER_ID, IMPORT_PEER_URL, stoppedEtcdMember } from "./etcd_data.js";
+import { etcdWalRecords, IMPORT_CLUSTER_ID, IMPORT_MEMBER_ID, IMPORT_PEER_URL, stoppedEtcdMember } from "./etcd_data.js";
 
 const dir = mkdtempSync(join(tmpdir(), "etcetera-etcd-wal-"));
 let dataDir: string;
@@ -79,11 +79,7 @@ describe("etcd 3.4's WAL and .snap files", () => {
     const name = readdirSync(walDir).filter((n) => n.endsWith(".wal")).sort().at(-1)!;
     const buf = readFileSync(join(walDir, name));
     // What wal.Repair leaves: the segment up to a record boundary (here, before its last five records).
-    const starts: number[] = [];
-    for (let off = 0, len = buf.readBigUInt64LE(0); len !== 0n; len = buf.readBigUInt64LE(off)) {
-      starts.push(off);
-      off += 8 + Number(len & 0x00ffffffffffffffn) + (len >= 1n << 63n ? Number((len >> 56n) & 7n) : 0);
-    }
+    const starts = etcdWalRecords(buf).map((r) => r.start);
     truncateSync(join(walDir, name), starts.at(-5)!);
     expect(() => readEtcdWal(walDir)).toThrow(new RegExp(`${name}: byte offset ${starts.at(-5)}: the last segment is .* truncated \\(etcd's own repair leaves ${name}\\.broken`));
     copyFileSync(join(dataDir, "member", "wal", name), join(walDir, `${name}.broken`));

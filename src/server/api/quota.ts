@@ -11,7 +11,7 @@ import type { V3Server } from "../v3_server.js";
 /** etcd's per-key overhead estimate in the backend (kvOverhead). */
 const KV_OVERHEAD_BYTES = 256;
 
-/** How long a measured database size is reused: two stat calls per write would cost more than the write. */
+/** How long a measured database size is reused: three page-count pragmas per write would add to every write. */
 const SIZE_CACHE_MS = 100;
 
 export class Quota {
