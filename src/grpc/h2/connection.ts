@@ -409,13 +409,16 @@ export class H2Connection implements StreamOwner {
       this.fail(H2Error.ENHANCE_YOUR_CALM, TOO_MANY_PINGS);
       return;
     }
-    // While a call is open its response follows shortly: the ACK rides in that write (grpc-go's
-    // clients ping with every request, for their window estimate) instead of a socket write and a
-    // wake-up of the client of its own, for at most PING_ACK_HOLD_MS.
-    const hold = this.openCalls > 0;
-    const at = this.writeFrameHeader(8, FrameType.PING, Flag.ACK, 0, !hold);
+    // The ACK rides in the next write of other frames (grpc-go's clients ping after every response
+    // they read, for their window estimate: with one request in flight that is one PING per request)
+    // instead of a socket write and a wake-up of the client of its own, for at most
+    // PING_ACK_HOLD_MS. Held whether or not a call is open when the PING is read: the client's next
+    // request follows its PING, in the same chunk or a moment later, and the ACK rides with its
+    // response (a strace of one client's puts: an ACK written alone for every put, 83 of 300 PINGs
+    // read with no call open and 217 in the chunk whose HEADERS opened the next call).
+    const at = this.writeFrameHeader(8, FrameType.PING, Flag.ACK, 0, false);
     payload.copy(this.out, at);
-    if (hold && !this.flushScheduled) this.pingAckTimer ??= setTimeout(flushConnection, PING_ACK_HOLD_MS, this);
+    if (!this.flushScheduled) this.pingAckTimer ??= setTimeout(flushConnection, PING_ACK_HOLD_MS, this);
   }
 
   private onGoawayFrame(streamId: number): void {

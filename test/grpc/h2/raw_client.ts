@@ -144,6 +144,16 @@ export class RawH2Client {
     if (!this.closed) this.socket.write(bytes);
   }
 
+  /** Runs `send` with the socket corked: every frame it writes leaves in one write (one TCP segment on loopback). */
+  together(send: () => void): void {
+    this.socket.cork();
+    try {
+      send();
+    } finally {
+      this.socket.uncork();
+    }
+  }
+
   sendFrame(type: number, flags: number, streamId: number, payload: Uint8Array = new Uint8Array(0)): void {
     this.send(frame(type, flags, streamId, payload));
   }
