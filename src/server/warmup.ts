@@ -70,8 +70,15 @@ import { decodeRaftRequest, encodeRaftRequest } from "./raft_request.js";
 
 /** Rounds by default: each is one request's worth of every codec (~3,000 requests of tier-up). */
 export const WARMUP_ROUNDS = 3000;
-/** The longest the warm-up may take; on a starved host it stops early rather than delay serving. */
-export const WARMUP_BUDGET_MS = 1500;
+/**
+ * The longest the warm-up may take; on a starved host it stops early rather than delay serving
+ * further. Three members starting together on two cores need 3.5-4.0 s to finish it (each gets
+ * two thirds of a core); a budget of 1.5 s stopped them after 16-17% of the rounds and a fifth of
+ * the loopback calls, and their first 3,000 puts at 1,000 clients ran 26% slower than with the
+ * whole warm-up (bench/results/coldstart-budget-2026-12-04.txt). A member alone on a quiet host
+ * finishes in ~1.0-1.5 s, so only a starved start waits longer.
+ */
+export const WARMUP_BUDGET_MS = 5000;
 /** Calls through the scratch gRPC server by default, and how many are in flight at a time. */
 export const LOOPBACK_CALLS = 1000;
 const LOOPBACK_CONCURRENCY = 8;
