@@ -71,6 +71,13 @@ export async function main(argv: string[]): Promise<void> {
     setImmediate(() => process.exit(1));
     return;
   }
+  const warmup = warmupEnabled(process.env);
+  if (typeof warmup !== "boolean") {
+    logger.fatal(warmup.error);
+    process.exitCode = 1;
+    setImmediate(() => process.exit(1));
+    return;
+  }
   const testBugs = testBugsFromEnv(process.env);
   if ("error" in testBugs) {
     logger.fatal(testBugs.error);
@@ -82,7 +89,7 @@ export async function main(argv: string[]): Promise<void> {
     logger.error({ testBug: bug }, `TEST-ONLY BUG PLANTED (${TEST_BUG_ENV}=${bug}): this member is deliberately broken and must never hold real data`);
   }
   try {
-    await serve(config, logger, testBugs.bugs);
+    await serve(config, logger, testBugs.bugs, warmup);
   } catch (err) {
     logger.fatal({ err: String(err) }, "failed to start");
     process.exitCode = 1;
@@ -90,7 +97,7 @@ export async function main(argv: string[]): Promise<void> {
   }
 }
 
-async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet<TestBug>): Promise<void> {
+async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet<TestBug>, warmup: boolean): Promise<void> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   registerProcessMetrics(registry);
@@ -107,7 +114,7 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
   const server = await EtcdServer.start({ config, logger, registry, onFatal: fatal, testBugs, onRemoved });
   // While raft elects or catches up (the warm-up yields to it every few ms), and done before the
   // client port opens, so the first requests run compiled code (src/server/warmup.ts).
-  const warm = warmupEnabled(process.env) ? warmUpHotPaths(logger) : Promise.resolve();
+  const warm = warmup ? warmUpHotPaths(logger) : Promise.resolve();
   await server.checkInitialHashKV();
   // Gauges read at scrape time: server.kv and server.watchable are the same objects for the member's life.
   registerMvccMetrics(registry, server.kv, server.watchable);

@@ -132,9 +132,15 @@ export interface WarmupResult {
   counts: WarmupCounts;
 }
 
-/** False when the environment turns the warm-up off (ETCETERA_WARMUP=0). */
-export function warmupEnabled(env: NodeJS.ProcessEnv): boolean {
-  return env.ETCETERA_WARMUP !== "0";
+/**
+ * Whether the warm-up runs: ETCETERA_WARMUP=0 turns it off, 1 (or unset) keeps it on; anything
+ * else is an error text (refused at start, as the member's other knobs: fail closed).
+ */
+export function warmupEnabled(env: NodeJS.ProcessEnv): boolean | { error: string } {
+  const raw = env.ETCETERA_WARMUP;
+  if (raw === undefined || raw === "" || raw === "1") return true;
+  if (raw === "0") return false;
+  return { error: `ETCETERA_WARMUP must be 0 or 1, got ${JSON.stringify(raw)}` };
 }
 
 class WarmupError extends Error {

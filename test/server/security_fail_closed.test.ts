@@ -66,6 +66,14 @@ describe("the member process fails closed", () => {
     expect(r.log).not.toContain("ready to serve client requests");
   });
 
+  it("an ETCETERA_WARMUP other than 0 or 1 is refused by name before the member starts", async () => {
+    const m = await singleMemberArgs(join(dir, "warmup"));
+    const r = await runToExit(m.args, { ETCETERA_WARMUP: "false" }, ETCETERA);
+    expect(r.code, r.log).toBe(1);
+    expect(r.log).toContain('ETCETERA_WARMUP must be 0 or 1, got \\"false\\"');
+    expect(r.log).not.toContain("ready to serve client requests");
+  });
+
   it("an ETCETERA_HEAP_GROWING_PERCENT that is not an integer in [0, 1000] is refused by name before the member starts", async () => {
     const m = await singleMemberArgs(join(dir, "heap-growing-percent"));
     const r = await runToExit(m.args, { ETCETERA_HEAP_GROWING_PERCENT: "30%" }, ETCETERA);

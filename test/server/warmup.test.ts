@@ -105,9 +105,11 @@ describe("warm-up", () => {
     }
   });
 
-  it("is on unless ETCETERA_WARMUP=0", () => {
+  it("is on unless ETCETERA_WARMUP=0; another value is an error naming the variable", () => {
     expect(warmupEnabled({})).toBe(true);
+    expect(warmupEnabled({ ETCETERA_WARMUP: "" })).toBe(true);
     expect(warmupEnabled({ ETCETERA_WARMUP: "1" })).toBe(true);
     expect(warmupEnabled({ ETCETERA_WARMUP: "0" })).toBe(false);
+    expect(warmupEnabled({ ETCETERA_WARMUP: "off" })).toEqual({ error: 'ETCETERA_WARMUP must be 0 or 1, got "off"' });
   });
 });
