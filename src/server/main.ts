@@ -47,44 +47,26 @@ export async function main(argv: string[]): Promise<void> {
     process.exit(1);
   });
   for (const w of config.warnings) logger.warn(w);
-  // Refused before anything starts (fail closed), as the knobs below: a heap variable that does not parse.
-  if ("error" in heap) {
-    logger.fatal(heap.error);
+  // The member's own knobs are refused before anything starts (fail closed), each naming its variable.
+  const refuse = (message: string): void => {
+    logger.fatal(message);
     process.exitCode = 1;
     setImmediate(() => process.exit(1));
-    return;
-  }
+  };
+  if ("error" in heap) return refuse(heap.error);
   logger.debug({ heapGrowingPercent: heap.percent }, "heap tuning");
-  // Refused before anything starts (fail closed): a bad ETCETERA_HTTP2 names no engine.
+  // A bad ETCETERA_HTTP2 names no engine.
   try {
     http2EngineFromEnv(process.env);
   } catch (err) {
-    logger.fatal((err as Error).message);
-    process.exitCode = 1;
-    setImmediate(() => process.exit(1));
-    return;
+    return refuse((err as Error).message);
   }
   const hold = commitHoldMsFromEnv(process.env);
-  if (typeof hold !== "number") {
-    logger.fatal(hold.error);
-    process.exitCode = 1;
-    setImmediate(() => process.exit(1));
-    return;
-  }
+  if (typeof hold !== "number") return refuse(hold.error);
   const warmup = warmupEnabled(process.env);
-  if (typeof warmup !== "boolean") {
-    logger.fatal(warmup.error);
-    process.exitCode = 1;
-    setImmediate(() => process.exit(1));
-    return;
-  }
+  if (typeof warmup !== "boolean") return refuse(warmup.error);
   const testBugs = testBugsFromEnv(process.env);
-  if ("error" in testBugs) {
-    logger.fatal(testBugs.error);
-    process.exitCode = 1;
-    setImmediate(() => process.exit(1));
-    return;
-  }
+  if ("error" in testBugs) return refuse(testBugs.error);
   for (const bug of testBugs.bugs) {
     logger.error({ testBug: bug }, `TEST-ONLY BUG PLANTED (${TEST_BUG_ENV}=${bug}): this member is deliberately broken and must never hold real data`);
   }
