@@ -94,6 +94,8 @@ export interface GrpcServerOptions {
   observer?: CallObserver;
   /** The HTTP/2 implementation (default: ETCETERA_HTTP2, else ours). */
   http2Engine?: Http2Engine;
+  /** Our engine: how long a PING ACK may wait for a response to ride with (default 5 ms). */
+  pingAckHoldMs?: number;
 }
 
 /** Bytes enough to tell the HTTP/2 preface from an HTTP/1.1 request line. */
@@ -131,6 +133,7 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
   private readonly ownConnections = new Set<H2Connection>();
   private readonly engine: Http2Engine;
   private readonly maxConcurrentStreams: number;
+  private readonly pingAckHoldMs: number | undefined;
   private readonly connectionHost: ConnectionHost;
   private readonly http1Sockets = new Set<Socket>();
   /** HTTP/2 connections whose first request is still being read (first-request-gate.ts). */
@@ -156,6 +159,7 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
       Math.min(options.maxConcurrentStreams ?? HTTP2_MAX_CONCURRENT_STREAMS_MAX, HTTP2_MAX_CONCURRENT_STREAMS_MAX),
     );
     this.maxConcurrentStreams = maxConcurrentStreams;
+    this.pingAckHoldMs = options.pingAckHoldMs;
     this.engine = options.http2Engine ?? http2EngineFromEnv();
     this.connectionHost = {
       // H2Stream has the part of ServerHttp2Stream that calls and plain-HTTP exchanges use (h2/stream.ts).
@@ -356,7 +360,7 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
    */
   private admitHttp2(socket: Socket, initial: Buffer | undefined): void {
     if (this.engine === "own") {
-      const connection = new H2Connection(socket, initial, { maxConcurrentStreams: this.maxConcurrentStreams, keepalive: this.keepalive }, this.connectionHost);
+      const connection = new H2Connection(socket, initial, { maxConcurrentStreams: this.maxConcurrentStreams, keepalive: this.keepalive, pingAckHoldMs: this.pingAckHoldMs }, this.connectionHost);
       if (!connection.closed) this.ownConnections.add(connection);
       if (this.closing) connection.close();
       return;

@@ -41,6 +41,8 @@ export interface ConnectionOptions {
   /** SETTINGS_MAX_CONCURRENT_STREAMS we announce and enforce (REFUSED_STREAM past it). */
   maxConcurrentStreams: number;
   keepalive: KeepaliveOptions;
+  /** How long a PING ACK may wait for other frames to ride with (default PING_ACK_HOLD_MS). */
+  pingAckHoldMs?: number;
 }
 
 /** What the connection tells the server. */
@@ -418,7 +420,7 @@ export class H2Connection implements StreamOwner {
     // read with no call open and 217 in the chunk whose HEADERS opened the next call).
     const at = this.writeFrameHeader(8, FrameType.PING, Flag.ACK, 0, false);
     payload.copy(this.out, at);
-    if (!this.flushScheduled) this.pingAckTimer ??= setTimeout(flushConnection, PING_ACK_HOLD_MS, this);
+    if (!this.flushScheduled) this.pingAckTimer ??= setTimeout(flushConnection, this.options.pingAckHoldMs ?? PING_ACK_HOLD_MS, this);
   }
 
   private onGoawayFrame(streamId: number): void {

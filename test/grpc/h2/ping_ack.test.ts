@@ -52,8 +52,8 @@ describe("PING ACK held for the next write (own engine)", () => {
   });
 
   /** A server on our engine, and every buffer it writes to its client sockets. */
-  async function serve(): Promise<{ port: number; writes: Buffer[] }> {
-    const server = new GrpcServer({ codecs, ...engineOptions("own") });
+  async function serve(pingAckHoldMs?: number): Promise<{ port: number; writes: Buffer[] }> {
+    const server = new GrpcServer({ codecs, ...engineOptions("own"), pingAckHoldMs });
     server.addService("etceteratest.Echo", echoHandlers(new HandlerStats()));
     servers.push(server);
     const { port } = await server.listen(0);
@@ -69,7 +69,10 @@ describe("PING ACK held for the next write (own engine)", () => {
   }
 
   it("a PING read before the HEADERS of the next call (no call open) leaves with that call's response", async () => {
-    const { port, writes } = await serve();
+    // A hold far longer than the handler's delay: with the default 5 ms, a busy machine (a GC or a
+    // first compile between the PING and the handler's timer) lets the hold expire first and the
+    // ACK leave alone, correctly but not what this test is about.
+    const { port, writes } = await serve(2_000);
     const client = await RawH2Client.connect(port);
     clients.push(client);
     const ping = Buffer.from("bdp-ping");
