@@ -25,6 +25,7 @@ import { commitHoldMsFromEnv } from "./commit_hold.js";
 import { http2EngineFromEnv } from "../grpc/server.js";
 import { FrontEnds } from "./front_end/front_ends.js";
 import { warmUp, warmupEnabled } from "./warmup.js";
+import { releaseYoungGenerationWhenQuiet } from "./young_generation.js";
 import { clientTls, httpsOptions, listenOn, listenTarget } from "./tls/client_listeners.js";
 import { isTlsUrl } from "./tls/url_check.js";
 import { TEST_BUG_ENV, testBugsFromEnv, type TestBug } from "./test_bugs.js";
@@ -139,10 +140,15 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
     return srv;
   });
 
+  // The young generation the warm-up and every burst of load grew is given back once the member is quiet.
+  const youngGeneration = releaseYoungGenerationWhenQuiet((r) =>
+    logger.debug({ newSpaceBeforeBytes: r.beforeBytes, newSpaceAfterBytes: r.afterBytes, ms: Math.round(r.ms * 10) / 10 }, "scavenged a quiet member's young generation"),
+  );
   let stopping = false;
   stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
+    youngGeneration.stop();
     logger.info({ signal }, "received signal; shutting down");
     await Promise.all(grpcServers.map((g) => g.close(1000)));
     await frontEnds?.stop();

@@ -26,8 +26,12 @@ export const INTERRUPT_BUDGET = 8192;
  * growing percent applied (0 = V8's default policy), or an error text for a bad value.
  */
 export function tuneV8(env: NodeJS.ProcessEnv): { percent: number } | { error: string } {
-  // ETCETERA_V8_INTERRUPT_BUDGET=0 keeps V8's own budget (for comparisons).
-  if (env.ETCETERA_V8_INTERRUPT_BUDGET !== "0") v8.setFlagsFromString(`--interrupt-budget=${INTERRUPT_BUDGET}`);
+  // ETCETERA_V8_INTERRUPT_BUDGET=0 keeps V8's own budget (for comparisons); 1, empty or unset is ours.
+  const budget = env.ETCETERA_V8_INTERRUPT_BUDGET;
+  if (budget !== undefined && budget !== "" && budget !== "0" && budget !== "1") {
+    return { error: `ETCETERA_V8_INTERRUPT_BUDGET must be 0 or 1, got ${JSON.stringify(budget)}` };
+  }
+  if (budget !== "0") v8.setFlagsFromString(`--interrupt-budget=${INTERRUPT_BUDGET}`);
   const raw = env.ETCETERA_HEAP_GROWING_PERCENT;
   const percent = raw === undefined || raw === "" ? DEFAULT_HEAP_GROWING_PERCENT : Number(raw);
   if (!Number.isInteger(percent) || percent < 0 || percent > 1000) {

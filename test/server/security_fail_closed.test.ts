@@ -81,4 +81,12 @@ describe("the member process fails closed", () => {
     expect(r.log).toContain('ETCETERA_HEAP_GROWING_PERCENT must be an integer in [0, 1000], got \\"30%\\"');
     expect(r.log).not.toContain("ready to serve client requests");
   });
+
+  it("an ETCETERA_V8_INTERRUPT_BUDGET other than 0 or 1 is refused by name before the member starts", async () => {
+    const m = await singleMemberArgs(join(dir, "interrupt-budget"));
+    const r = await runToExit(m.args, { ETCETERA_V8_INTERRUPT_BUDGET: "8192" }, ETCETERA);
+    expect(r.code, r.log).toBe(1);
+    expect(r.log).toContain('ETCETERA_V8_INTERRUPT_BUDGET must be 0 or 1, got \\"8192\\"');
+    expect(r.log).not.toContain("ready to serve client requests");
+  });
 });

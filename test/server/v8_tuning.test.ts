@@ -14,4 +14,10 @@ describe("V8 tuning", () => {
       expect(tuneV8({ ETCETERA_HEAP_GROWING_PERCENT: bad })).toHaveProperty("error", expect.stringContaining("ETCETERA_HEAP_GROWING_PERCENT"));
     }
   });
+
+  it("takes ETCETERA_V8_INTERRUPT_BUDGET as 0 or 1 only", () => {
+    expect(tuneV8({ ETCETERA_V8_INTERRUPT_BUDGET: "0" })).toEqual({ percent: DEFAULT_HEAP_GROWING_PERCENT });
+    expect(tuneV8({ ETCETERA_V8_INTERRUPT_BUDGET: "1" })).toEqual({ percent: DEFAULT_HEAP_GROWING_PERCENT });
+    expect(tuneV8({ ETCETERA_V8_INTERRUPT_BUDGET: "8192" })).toEqual({ error: 'ETCETERA_V8_INTERRUPT_BUDGET must be 0 or 1, got "8192"' });
+  });
 });
