@@ -62,9 +62,9 @@ function parseOptions(argv: string[]): Options {
   return o;
 }
 
-/** RSS sampled a few times after the load settled; the largest sample. */
-async function settledRss(cluster: BenchCluster): Promise<number[]> {
-  await sleep(2000);
+/** RSS sampled four times, 500 ms apart, from `afterMs` after the load; the largest sample per member. */
+async function settledRss(cluster: BenchCluster, afterMs = 2000): Promise<number[]> {
+  await sleep(afterMs);
   let best = cluster.rss();
   for (let i = 0; i < 3; i++) {
     await sleep(500);
@@ -72,6 +72,13 @@ async function settledRss(cluster: BenchCluster): Promise<number[]> {
   }
   return best;
 }
+
+/**
+ * When the rested figure is read: a member that goes quiet gives its young generation back once
+ * V8's allocation-rate samples cover only quiet time, 7-10 s after the load
+ * (src/server/young_generation.ts); Go returns heap to the system on its own schedule too.
+ */
+const RESTED_AFTER_MS = 15_000;
 
 async function withCluster<T>(target: Target, size: number, fn: (c: BenchCluster) => Promise<T>): Promise<T> {
   const c = await BenchCluster.create({ target, size });
@@ -88,6 +95,8 @@ async function withCluster<T>(target: Target, size: number, fn: (c: BenchCluster
 interface KeysResult {
   keys: number;
   rssBytes: number[];
+  /** RSS RESTED_AFTER_MS after the last put. */
+  restedRssBytes?: number[];
   peakRssBytes: number[];
   putRps: number;
 }
@@ -102,8 +111,13 @@ async function keysSection(target: Target): Promise<KeysResult[]> {
           ["--conns=100", "--clients=1000", "put", "--key-size=8", "--val-size=256", "--sequential-keys", `--key-space-size=${keys}`, `--total=${keys}`],
           { timeoutMs: 600_000 },
         );
-        const res = { keys, rssBytes: (await settledRss(c)).sort((a, b) => b - a), peakRssBytes: c.peakRss().sort((a, b) => b - a), putRps: r.series[0]?.rps ?? 0 };
-        log(`${target} after ${keys} keys: RSS ${res.rssBytes.map((b) => (b / MB).toFixed(1)).join(" / ")} MB`);
+        const done = performance.now();
+        const peakRssBytes = c.peakRss().sort((a, b) => b - a);
+        const rssBytes = (await settledRss(c)).sort((a, b) => b - a);
+        const restedRssBytes = (await settledRss(c, Math.max(0, RESTED_AFTER_MS - (performance.now() - done)))).sort((a, b) => b - a);
+        const res = { keys, rssBytes, restedRssBytes, peakRssBytes, putRps: r.series[0]?.rps ?? 0 };
+        const mbs = (v: number[]) => v.map((b) => (b / MB).toFixed(1)).join(" / ");
+        log(`${target} after ${keys} keys: RSS ${mbs(res.rssBytes)} MB 2 s after, ${mbs(res.restedRssBytes)} MB ${RESTED_AFTER_MS / 1000} s after, peak ${mbs(res.peakRssBytes)} MB`);
         return res;
       }),
     );
@@ -220,7 +234,12 @@ function markdown(reports: TargetReport[], o: Options): string {
   lines.push("| | " + reports.map((r) => r.target).join(" | ") + " | etcd published (GCE) |", "|---|" + reports.map(() => "---:|").join("") + "---:|");
   for (const [i, keys] of [10_000, 100_000].entries()) {
     const published = i === 0 ? "48 MB" : "124 MB";
-    lines.push(`| RSS per member after ${keys.toLocaleString("en-US")} keys (MB, largest first) | ` + reports.map((r) => (r.keys?.[i] ? r.keys[i].rssBytes.map(mb).join(" / ") : (r.errors.keys ?? "—"))).join(" | ") + ` | ${published} |`);
+    const row = (what: string, f: (k: KeysResult) => number[] | undefined, pub: string) =>
+      lines.push(`| ${what} | ` + reports.map((r) => (r.keys?.[i] ? (f(r.keys[i])?.map(mb).join(" / ") ?? "—") : (r.errors.keys ?? "—"))).join(" | ") + ` | ${pub} |`);
+    const n = keys.toLocaleString("en-US");
+    row(`RSS per member after ${n} keys, 2 s after the last put (MB, largest first)`, (k) => k.rssBytes, published);
+    row(`RSS per member after ${n} keys, ${RESTED_AFTER_MS / 1000} s after the last put (MB)`, (k) => k.restedRssBytes, "");
+    row(`peak RSS per member from its start to the last of ${n} puts (VmHWM, MB)`, (k) => k.peakRssBytes, "");
   }
   const coef = (f: (m: WatchModel) => number, unit: number, digits: number) => reports.map((r) => (r.watch ? (f(r.watch) / unit).toFixed(digits) : (r.errors.watch ?? "—"))).join(" | ");
   lines.push(`| watch c1 per connection (KB) | ${coef((m) => m.c1BytesPerConn, 1024, 1)} | 17 |`);
