@@ -7,7 +7,8 @@
  *
  *   npx tsx bench/compare/cpu_per_put.ts --a=/tmp/base/dist/server.js [--b=dist/server.js]
  *        [--a-node-args=F1,F2] [--b-node-args=...] [--a-env=K=V,...] [--b-env=...] [--rounds=3] [--total=20000] [--warmup=6000]
- *        [--conns=100] [--clients=1000] [--c=... --c-env=... --c-node-args=...: a third variant]
+ *        [--conns=100] [--clients=1000] [--idle-ms=0: quiet time between warm-up and measured puts]
+ *        [--c=... --c-env=... --c-node-args=...: a third variant]
  *
  * CPU time per request is far less sensitive to a busy machine than requests/s, but not immune
  * (cache misses, frequency, the kernel's share of loopback traffic): compare A/B from one run,
@@ -56,6 +57,9 @@ async function round(serverJs: string, nodeArgs: string[], env: Record<string, s
   const cluster = await BenchCluster.create({ target: "etcetera", size: 3, serverJs, nodeArgs, env });
   try {
     const leader = await startAndWarm(cluster, load, Number(opt("warmup", "6000")));
+    // --idle-ms: a quiet spell between the warm-up and the measured puts (a burst after a lull).
+    const idleMs = Number(opt("idle-ms", "0"));
+    if (idleMs > 0) await new Promise((r) => setTimeout(r, idleMs));
     const pids = cluster.pids();
     const frontEnds = childrenOf(pids[leader]!);
     const before = pids.map((pid) => sampleProcess(pid));
