@@ -99,18 +99,23 @@ describe("grow 1 → 5 and shrink back to 1 under a steady write load", () => {
         30_000,
         `member remove ${victim.spec.name}`,
       );
-      expect(r.code, `${r.stderr}\n${cluster.logs()}`).toBe(0);
+      // etcd 3.4 removing the leader through itself can stop before it answers: the removal is
+      // applied, then etcdctl gets "etcdserver: server stopped" (Unavailable; CI of f20bc94). The
+      // member list below still has to show it gone. etcetera answers first, always.
+      const stoppedFirst = TARGET_ETCD && victim === leader && r.code !== 0 && r.stderr.includes("Error: etcdserver: server stopped");
+      if (stoppedFirst) console.log(`member remove ${victim.spec.name} (etcd, through itself): it stopped before answering: ${r.stderr.trim()}`);
+      else expect(r.code, `${r.stderr}\n${cluster.logs()}`).toBe(0);
       // Against etcd, etcdctl's client library once logged a JSON warn line on stderr (a retried
       // attempt while the removed leader stepped down, CI of 7766bb4): the reference may do that,
       // so there it is printed and only a non-warn line fails. etcetera must leave stderr empty.
-      const warnings = r.stderr.split("\n").filter((l) => l !== "");
+      const warnings = r.stderr.split("\n").filter((l) => l !== "" && !(stoppedFirst && l === "Error: etcdserver: server stopped"));
       if (TARGET_ETCD) {
         for (const line of warnings) expect(clientWarning(line), `stderr of member remove: ${line}`).toBe(true);
         if (warnings.length > 0) console.log(`member remove ${victim.spec.name} (etcd): etcdctl's client logged ${warnings.join(" | ")}`);
       } else {
         expect(r.stderr, cluster.logs()).toBe("");
       }
-      expect(r.stdout).toMatch(new RegExp(`^Member\\s+${id} removed from cluster\\s+[0-9a-f]+\\n$`));
+      if (!stoppedFirst) expect(r.stdout).toMatch(new RegExp(`^Member\\s+${id} removed from cluster\\s+[0-9a-f]+\\n$`));
       voters = voters.filter((m) => m !== victim);
       await eventually(async () => (victim.running ? undefined : true), 30_000, `${victim.spec.name} exits after its removal`);
       expect(victim.log).toMatch(/the member has been permanently removed from the cluster/);
