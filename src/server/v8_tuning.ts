@@ -17,6 +17,7 @@
  * (0 = V8's own policy).
  */
 import v8 from "node:v8";
+import { envSwitch } from "./env_switch.js";
 
 export const DEFAULT_HEAP_GROWING_PERCENT = 30;
 export const INTERRUPT_BUDGET = 8192;
@@ -27,11 +28,9 @@ export const INTERRUPT_BUDGET = 8192;
  */
 export function tuneV8(env: NodeJS.ProcessEnv): { percent: number } | { error: string } {
   // ETCETERA_V8_INTERRUPT_BUDGET=0 keeps V8's own budget (for comparisons); 1, empty or unset is ours.
-  const budget = env.ETCETERA_V8_INTERRUPT_BUDGET;
-  if (budget !== undefined && budget !== "" && budget !== "0" && budget !== "1") {
-    return { error: `ETCETERA_V8_INTERRUPT_BUDGET must be 0 or 1, got ${JSON.stringify(budget)}` };
-  }
-  if (budget !== "0") v8.setFlagsFromString(`--interrupt-budget=${INTERRUPT_BUDGET}`);
+  const budget = envSwitch(env, "ETCETERA_V8_INTERRUPT_BUDGET");
+  if (typeof budget !== "boolean") return budget;
+  if (budget) v8.setFlagsFromString(`--interrupt-budget=${INTERRUPT_BUDGET}`);
   const raw = env.ETCETERA_HEAP_GROWING_PERCENT;
   const percent = raw === undefined || raw === "" ? DEFAULT_HEAP_GROWING_PERCENT : Number(raw);
   if (!Number.isInteger(percent) || percent < 0 || percent > 1000) {

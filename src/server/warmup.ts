@@ -64,6 +64,7 @@ import { type Entry, type HardState, type Message, type NodeId, StateType } from
 import { scanSegment } from "../wal/decoder.js";
 import { readEntryPayload, readHardStatePayload, RecordType, RecordWriter } from "../wal/record.js";
 import { FrameDecoder, FrameKind } from "./transport/frame.js";
+import { envSwitch } from "./env_switch.js";
 import { ScratchStore } from "./warmup_store.js";
 import { decodeMessages, encodeMessages } from "./transport/protocol.js";
 import { decodeRaftRequest, encodeRaftRequest } from "./raft_request.js";
@@ -137,10 +138,7 @@ export interface WarmupResult {
  * else is an error text (refused at start, as the member's other knobs: fail closed).
  */
 export function warmupEnabled(env: NodeJS.ProcessEnv): boolean | { error: string } {
-  const raw = env.ETCETERA_WARMUP;
-  if (raw === undefined || raw === "" || raw === "1") return true;
-  if (raw === "0") return false;
-  return { error: `ETCETERA_WARMUP must be 0 or 1, got ${JSON.stringify(raw)}` };
+  return envSwitch(env, "ETCETERA_WARMUP");
 }
 
 class WarmupError extends Error {

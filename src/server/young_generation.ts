@@ -60,7 +60,7 @@ export class ReleasePolicy {
   }
 }
 
-type GcFunction = (options: { type: "minor" | "major"; execution: "sync" }) => void;
+type GcFunction = (options: { type: "minor"; execution: "sync" }) => void;
 
 /** V8's gc() without --expose-gc on node's command line: the flag is read when a context is created. */
 function exposeGc(): GcFunction | undefined {
@@ -85,10 +85,10 @@ export function releaseYoungGenerationWhenQuiet(log: (fields: { beforeBytes: num
   let last: EventLoopUtilization = performance.eventLoopUtilization();
   const timer = setInterval(() => {
     const now = performance.eventLoopUtilization();
-    const step = policy.tick(performance.eventLoopUtilization(now, last).utilization, newSpaceBytes());
+    const beforeBytes = newSpaceBytes();
+    const step = policy.tick(performance.eventLoopUtilization(now, last).utilization, beforeBytes);
     last = now;
     if (step !== "scavenge") return;
-    const beforeBytes = newSpaceBytes();
     const started = performance.now();
     gc({ type: "minor", execution: "sync" });
     log({ beforeBytes, afterBytes: newSpaceBytes(), ms: performance.now() - started });

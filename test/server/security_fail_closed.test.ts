@@ -50,43 +50,21 @@ describe("the member process fails closed", () => {
     }
   });
 
-  it("an ETCETERA_HTTP2 that names no HTTP/2 engine is refused by name before the member starts", async () => {
-    const m = await singleMemberArgs(join(dir, "http2-engine"));
-    const r = await runToExit(m.args, { ETCETERA_HTTP2: "nghttp3" }, ETCETERA);
-    expect(r.code, r.log).toBe(1);
-    expect(r.log).toContain("ETCETERA_HTTP2=nghttp3: expected one of own, node");
-    expect(r.log).not.toContain("ready to serve client requests");
-  });
-
-  it("an ETCETERA_COMMIT_HOLD_MS that is not an integer in [0, 50] is refused by name before the member starts", async () => {
-    const m = await singleMemberArgs(join(dir, "commit-hold"));
-    const r = await runToExit(m.args, { ETCETERA_COMMIT_HOLD_MS: "2ms" }, ETCETERA);
-    expect(r.code, r.log).toBe(1);
-    expect(r.log).toContain('ETCETERA_COMMIT_HOLD_MS must be an integer in [0, 50], got \\"2ms\\"');
-    expect(r.log).not.toContain("ready to serve client requests");
-  });
-
-  it("an ETCETERA_WARMUP other than 0 or 1 is refused by name before the member starts", async () => {
-    const m = await singleMemberArgs(join(dir, "warmup"));
-    const r = await runToExit(m.args, { ETCETERA_WARMUP: "false" }, ETCETERA);
-    expect(r.code, r.log).toBe(1);
-    expect(r.log).toContain('ETCETERA_WARMUP must be 0 or 1, got \\"false\\"');
-    expect(r.log).not.toContain("ready to serve client requests");
-  });
-
-  it("an ETCETERA_HEAP_GROWING_PERCENT that is not an integer in [0, 1000] is refused by name before the member starts", async () => {
-    const m = await singleMemberArgs(join(dir, "heap-growing-percent"));
-    const r = await runToExit(m.args, { ETCETERA_HEAP_GROWING_PERCENT: "30%" }, ETCETERA);
-    expect(r.code, r.log).toBe(1);
-    expect(r.log).toContain('ETCETERA_HEAP_GROWING_PERCENT must be an integer in [0, 1000], got \\"30%\\"');
-    expect(r.log).not.toContain("ready to serve client requests");
-  });
-
-  it("an ETCETERA_V8_INTERRUPT_BUDGET other than 0 or 1 is refused by name before the member starts", async () => {
-    const m = await singleMemberArgs(join(dir, "interrupt-budget"));
-    const r = await runToExit(m.args, { ETCETERA_V8_INTERRUPT_BUDGET: "8192" }, ETCETERA);
-    expect(r.code, r.log).toBe(1);
-    expect(r.log).toContain('ETCETERA_V8_INTERRUPT_BUDGET must be 0 or 1, got \\"8192\\"');
-    expect(r.log).not.toContain("ready to serve client requests");
-  });
+  // The member's own knobs: each bad value is refused by name before the member starts.
+  const knobs: Array<{ what: string; dir: string; env: Record<string, string>; logged: string }> = [
+    { what: "an ETCETERA_HTTP2 that names no HTTP/2 engine", dir: "http2-engine", env: { ETCETERA_HTTP2: "nghttp3" }, logged: "ETCETERA_HTTP2=nghttp3: expected one of own, node" },
+    { what: "an ETCETERA_COMMIT_HOLD_MS that is not an integer in [0, 50]", dir: "commit-hold", env: { ETCETERA_COMMIT_HOLD_MS: "2ms" }, logged: 'ETCETERA_COMMIT_HOLD_MS must be an integer in [0, 50], got \\"2ms\\"' },
+    { what: "an ETCETERA_WARMUP other than 0 or 1", dir: "warmup", env: { ETCETERA_WARMUP: "false" }, logged: 'ETCETERA_WARMUP must be 0 or 1, got \\"false\\"' },
+    { what: "an ETCETERA_HEAP_GROWING_PERCENT that is not an integer in [0, 1000]", dir: "heap-growing-percent", env: { ETCETERA_HEAP_GROWING_PERCENT: "30%" }, logged: 'ETCETERA_HEAP_GROWING_PERCENT must be an integer in [0, 1000], got \\"30%\\"' },
+    { what: "an ETCETERA_V8_INTERRUPT_BUDGET other than 0 or 1", dir: "interrupt-budget", env: { ETCETERA_V8_INTERRUPT_BUDGET: "8192" }, logged: 'ETCETERA_V8_INTERRUPT_BUDGET must be 0 or 1, got \\"8192\\"' },
+  ];
+  for (const k of knobs) {
+    it(`${k.what} is refused by name before the member starts`, async () => {
+      const m = await singleMemberArgs(join(dir, k.dir));
+      const r = await runToExit(m.args, k.env, ETCETERA);
+      expect(r.code, r.log).toBe(1);
+      expect(r.log).toContain(k.logged);
+      expect(r.log).not.toContain("ready to serve client requests");
+    });
+  }
 });
