@@ -199,9 +199,8 @@ async function startFrontEnds(
 async function warmUpHotPaths(logger: Logger): Promise<void> {
   try {
     const r = await warmUp();
-    const c = r.counts;
-    logger.info({ rounds: r.rounds, memberPuts: c.memberPuts, memberTxns: c.memberTxns, memberRanges: c.memberRanges, durationMs: Math.round(r.durationMs), budgetExceeded: r.budgetExceeded }, "warmed up the request paths");
-    if (r.memberSkipped !== undefined) logger.warn({ reason: r.memberSkipped }, "warm-up ran without its scratch cluster");
+    logger.info({ rounds: r.rounds, loopbackCalls: r.counts.loopbackCalls, storeApplied: r.counts.storeApplied, durationMs: Math.round(r.durationMs), budgetExceeded: r.budgetExceeded }, "warmed up the request paths");
+    if (r.storeSkipped !== undefined) logger.warn({ reason: r.storeSkipped }, "warm-up ran without its scratch store");
   } catch (err) {
     logger.warn({ err: String(err) }, "warm-up failed; serving without it");
   }
