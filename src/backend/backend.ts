@@ -432,7 +432,7 @@ export class Backend {
   }
 
   private replaceFile(snapshotPath: string, how: "copy" | "move"): void {
-    this.checkpointer.terminate(); // stopped already by installImage; restore is synchronous
+    this.checkpointer.detach(); // stopped already by installImage; restore is synchronous
     this.commitBatch();
     // The old database complete in its own file and on disk, so its -wal can go before the new
     // file is renamed in (a -wal left beside the new file would be replayed into it). A reader
@@ -554,7 +554,7 @@ export class Backend {
     if (this.closed) return;
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
-    this.checkpointer.terminate();
+    this.checkpointer.detach();
     this.commitBatch();
     this.readPageCounts(); // what sizeBytes answers from now on
     this.closed = true;
@@ -566,9 +566,17 @@ export class Backend {
     if (this.closed) return;
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
-    this.checkpointer.terminate();
+    this.checkpointer.detach();
     this.closed = true;
     this.db.close(); // closing with an open transaction rolls it back
+  }
+
+  /**
+   * Resolves once the checkpointer's worker, asked to close by close(), has exited: a process
+   * that exits with it still open ends it the way a terminate would (checkpointer.ts).
+   */
+  async workersExited(): Promise<void> {
+    await this.checkpointer.drained();
   }
 
   get isClosed(): boolean {

@@ -17,13 +17,22 @@
  * for a thread. If the worker fails, the main connection gets its automatic checkpoint back (the
  * -wal must not grow without bound) and `onError` is told.
  *
- * Only the current worker's failure is one. A worker is detached before it is asked to close (stop)
- * or terminated: Node delivers a worker's last messages inside its exit event (lib/internal/worker.js
+ * Only the current worker's failure is one. A worker is detached before it is asked to close
+ * (stop, detach): Node delivers a worker's last messages inside its exit event (lib/internal/worker.js
  * kOnExit drains the ports, then emits 'exit' in the same callback, before any promise continuation),
  * so the close reply's continuation could run after the 'exit' of the worker it had asked to close,
  * which then looked like a crash: under load, 9 of 30 installs handed checkpoints back to the main
  * connection ("exited with code 0"; the backend test's flake in CI). No worker starts while one
  * is stopping (an install's stop must not be followed by a worker opening the file being replaced).
+ *
+ * A worker is never terminated (Worker.terminate): it is asked to close and ends by itself. A
+ * terminate that lands while the worker is inside a SQLite call that fails aborts the whole
+ * process: better-sqlite3 builds the SqliteError with V8's NewInstance, which returns nothing once
+ * termination is pending, and its ToLocalChecked is a fatal error ("v8::ToLocalChecked Empty
+ * MaybeLocal"). It happened: the warm-up closed its scratch backend and removed the directory while
+ * the worker it had just started was opening the file; the member died seconds after its restart
+ * (CI of 3706e8a, test/e2e/snapshot.test.ts). The same call failing without a terminate is an
+ * ordinary exception, which the worker reports or (detached) nobody hears.
  */
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
@@ -84,10 +93,14 @@ parentPort.on("message", (m) => {
       open();
       parentPort.postMessage({ id: m.id, result: null });
     } else if (m.type === "close") {
+      // The worker ends by itself, never by terminate() (see the file comment).
       clearInterval(timer);
-      db.close();
-      parentPort.postMessage({ id: m.id, result: null });
-      parentPort.close();
+      try {
+        db.close();
+        parentPort.postMessage({ id: m.id, result: null });
+      } finally {
+        parentPort.close();
+      }
     }
   } catch (e) {
     parentPort.postMessage({ id: m.id, error: String(e) });
@@ -128,6 +141,8 @@ export class Checkpointer {
   private stopping: Promise<void> | undefined;
   private failed = false;
   private nextId = 0;
+  /** Exits of workers detached and asked to close (detach), not yet seen. */
+  private readonly detached = new Set<Promise<void>>();
   private readonly waiting = new Map<number, { resolve(r: CheckpointResult | null): void; reject(e: Error): void }>();
   readonly startBytes: number;
 
@@ -185,10 +200,11 @@ export class Checkpointer {
     if (w === undefined) return;
     this.worker = undefined;
     const stopping = (async () => {
-      // A worker that dies instead of answering has stopped too.
+      // Stopped once it has exited: after its close reply (it closes its port then) or instead of
+      // one (a worker that dies has stopped too).
       const exited = new Promise<void>((resolve) => w.once("exit", () => resolve()));
       await Promise.race([this.request(w, "close").catch(() => undefined), exited]);
-      await w.terminate();
+      await exited;
     })();
     this.stopping = stopping;
     try {
@@ -198,13 +214,27 @@ export class Checkpointer {
     }
   }
 
-  /** Stops the worker without waiting (Backend.close is synchronous). */
-  terminate(): void {
+  /**
+   * Detaches the worker and asks it to close, without waiting (Backend.close is synchronous): it
+   * closes its connection after the call it is in, if any, and exits. `drained` resolves then.
+   */
+  detach(): void {
     const w = this.worker;
     this.worker = undefined;
-    if (w !== undefined) void w.terminate();
-    for (const p of this.waiting.values()) p.reject(new Error("checkpointer terminated"));
+    if (w !== undefined) {
+      const exited = new Promise<void>((resolve) => w.once("exit", () => resolve()));
+      this.detached.add(exited);
+      void exited.then(() => this.detached.delete(exited));
+      w.postMessage({ type: "close", id: this.nextId++ });
+      w.ref(); // until it has closed its connection: a process whose loop empties meanwhile waits for it
+    }
+    for (const p of this.waiting.values()) p.reject(new Error("checkpointer detached"));
     this.waiting.clear();
+  }
+
+  /** Resolves once every detached worker has exited (a member's shutdown waits for it). */
+  async drained(): Promise<void> {
+    await Promise.all([...this.detached]);
   }
 
   private request(w: Worker | undefined, type: "checkpoint" | "reopen" | "close"): Promise<CheckpointResult | null> {
@@ -219,7 +249,7 @@ export class Checkpointer {
   private fail(message: string): void {
     if (this.failed) return;
     this.failed = true;
-    this.terminate();
+    this.detach();
     this.o.onError(message);
   }
 }

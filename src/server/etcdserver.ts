@@ -650,6 +650,7 @@ export class EtcdServer {
     this.watchable.close();
     this.kv.close();
     this.backend.close();
+    await this.backend.workersExited();
   }
 }
 
