@@ -62,6 +62,12 @@ type LeaseClient = grpcTypes.Client & {
   LeaseKeepAlive(md: grpcTypes.Metadata, opts: grpcTypes.CallOptions): grpcTypes.ClientDuplexStream<LeaseKeepAliveRequestInit, LeaseKeepAliveResponse>;
 };
 
+/** One keep-alive stream and the renewals sent on it, answered in order. */
+interface KeepAliveStream {
+  stream: grpcTypes.ClientDuplexStream<LeaseKeepAliveRequestInit, LeaseKeepAliveResponse>;
+  pending: Array<{ resolve(ttl: number): void; reject(e: Error): void }>;
+}
+
 let Ctor: grpcTypes.ServiceClientConstructor | undefined;
 /**
  * @grpc/grpc-js costs ~14 MB of RSS once loaded; most members never forward (single member, or
@@ -76,8 +82,8 @@ async function loadGrpc(): Promise<typeof grpcTypes> {
 export class LeaderClient {
   private leader: NodeId = 0n;
   private client: LeaseClient | undefined;
-  private stream: grpcTypes.ClientDuplexStream<LeaseKeepAliveRequestInit, LeaseKeepAliveResponse> | undefined;
-  private readonly pending: Array<{ resolve(ttl: number): void; reject(e: Error): void }> = [];
+  /** The keep-alive stream to `leader`, opened by the first renewal forwarded to it. */
+  private keepAlives: KeepAliveStream | undefined;
 
   constructor(
     private readonly timeoutMs: number,
@@ -131,21 +137,10 @@ export class LeaderClient {
   async keepAlive(leader: NodeId, url: string, id: LeaseId): Promise<number> {
     const client = await this.clientFor(leader, url);
     const grpc = await loadGrpc();
-    if (this.stream === undefined) {
-      const stream = client.LeaseKeepAlive(new grpc.Metadata(), {});
-      stream.on("data", (r: LeaseKeepAliveResponse) => this.pending.shift()?.resolve(r.TTL));
-      const fail = (e: Error) => {
-        if (this.stream === stream) this.stream = undefined;
-        for (const p of this.pending.splice(0)) p.reject(forwardedError(e));
-      };
-      stream.on("error", fail);
-      stream.on("end", () => fail(Errors.leaderChanged()));
-      this.stream = stream;
-    }
-    const stream = this.stream;
+    const ka = (this.keepAlives ??= this.openKeepAlives(client, grpc));
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(Errors.timeout()), this.timeoutMs);
-      this.pending.push({
+      ka.pending.push({
         resolve: (ttl) => {
           clearTimeout(timer);
           resolve(ttl);
@@ -155,16 +150,39 @@ export class LeaderClient {
           reject(e);
         },
       });
-      stream.write({ ID: id });
+      ka.stream.write({ ID: id });
     });
   }
 
+  /**
+   * A keep-alive stream to the current leader with its own queue of renewals waiting for an
+   * answer. Its end or error fails its own renewals only: a stream to a former leader, cancelled
+   * when the leader changed, reports CANCELLED a turn later, after the first renewal for the new
+   * leader was queued, and that renewal once failed with it ("leader changed" to a client whose
+   * keep-alive went to a follower right after a leader change: test/e2e/lease_forward.test.ts).
+   */
+  private openKeepAlives(client: LeaseClient, grpc: typeof grpcTypes): KeepAliveStream {
+    const stream = client.LeaseKeepAlive(new grpc.Metadata(), {});
+    const ka: KeepAliveStream = { stream, pending: [] };
+    stream.on("data", (r: LeaseKeepAliveResponse) => ka.pending.shift()?.resolve(r.TTL));
+    const fail = (e: Error) => {
+      if (this.keepAlives === ka) this.keepAlives = undefined;
+      for (const p of ka.pending.splice(0)) p.reject(forwardedError(e));
+    };
+    stream.on("error", fail);
+    stream.on("end", () => fail(Errors.leaderChanged()));
+    return ka;
+  }
+
   close(): void {
-    this.stream?.cancel();
-    this.stream = undefined;
+    const ka = this.keepAlives;
+    this.keepAlives = undefined;
+    if (ka !== undefined) {
+      ka.stream.cancel();
+      for (const p of ka.pending.splice(0)) p.reject(Errors.leaderChanged());
+    }
     this.client?.close();
     this.client = undefined;
-    for (const p of this.pending.splice(0)) p.reject(Errors.leaderChanged());
   }
 }
 
