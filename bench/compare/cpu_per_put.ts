@@ -8,6 +8,7 @@
  *   npx tsx bench/compare/cpu_per_put.ts --a=/tmp/base/dist/server.js [--b=dist/server.js]
  *        [--a-node-args=F1,F2] [--b-node-args=...] [--a-env=K=V,...] [--b-env=...] [--rounds=3] [--total=20000] [--warmup=6000]
  *        [--conns=100] [--clients=1000] [--idle-ms=0: quiet time between warm-up and measured puts]
+ *        [--all-members=1: puts spread over every member instead of --target-leader]
  *        [--c=... --c-env=... --c-node-args=...: a third variant]
  *
  * CPU time per request is far less sensitive to a busy machine than requests/s, but not immune
@@ -53,7 +54,7 @@ function childrenOf(pid: number): number[] {
 
 async function round(serverJs: string, nodeArgs: string[], env: Record<string, string>, opt: (n: string, d: string) => string): Promise<RoundResult | undefined> {
   const total = Number(opt("total", "20000"));
-  const load = putLoad({ total, conns: opt("conns", "100"), clients: opt("clients", "1000"), toLeader: true });
+  const load = putLoad({ total, conns: opt("conns", "100"), clients: opt("clients", "1000"), toLeader: opt("all-members", "0") !== "1" });
   const cluster = await BenchCluster.create({ target: "etcetera", size: 3, serverJs, nodeArgs, env });
   try {
     const leader = await startAndWarm(cluster, load, Number(opt("warmup", "6000")));

@@ -199,8 +199,9 @@ async function startFrontEnds(
 async function warmUpHotPaths(logger: Logger): Promise<void> {
   try {
     const r = await warmUp();
-    logger.info({ rounds: r.rounds, loopbackCalls: r.counts.loopbackCalls, storeApplied: r.counts.storeApplied, durationMs: Math.round(r.durationMs), budgetExceeded: r.budgetExceeded }, "warmed up the request paths");
-    if (r.storeSkipped !== undefined) logger.warn({ reason: r.storeSkipped }, "warm-up ran without its scratch store");
+    const c = r.counts;
+    logger.info({ rounds: r.rounds, memberPuts: c.memberPuts, memberTxns: c.memberTxns, memberRanges: c.memberRanges, durationMs: Math.round(r.durationMs), budgetExceeded: r.budgetExceeded }, "warmed up the request paths");
+    if (r.memberSkipped !== undefined) logger.warn({ reason: r.memberSkipped }, "warm-up ran without its scratch cluster");
   } catch (err) {
     logger.warn({ err: String(err) }, "warm-up failed; serving without it");
   }

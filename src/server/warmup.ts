@@ -7,18 +7,20 @@
  * threads while they serve. Running the request path's pure functions a few thousand times before
  * the first request moves that compilation (and the type feedback it needs) ahead of it.
  *
- * What runs, on scratch buffers and objects only: the client API's protobuf codecs (put, range,
- * txn, lease keep-alive, watch), gRPC message framing, HPACK, the raft request codec, a scratch
- * three-voter raft (src/raft, in memory) whose messages go through the peer transport's codec and
- * whose leader's Readys go through the WAL record codec and its CRC chain and whose leader's
- * committed entries (puts, and txns every fourth) are applied to a scratch store in a temporary
- * directory (warmup_store.ts: the member's applier, MVCC, SQLite backend, a watcher with prev_kv,
- * serializable ranges), puts and ranges into a scratch key index; and beside them unary calls through a scratch gRPC server on an ephemeral
- * 127.0.0.1 port (stub handlers, no store), for node:http2's own JavaScript and src/grpc. Nothing
- * touches the member's stores, data dir or listeners, so the warm-up changes no state a client or a
- * peer could see. The codecs are the process's own (loadMemberCodecs is compiled once per
- * process), so the functions warmed are the ones served. Measured: docs/multicore.md, "Cold start".
- * The pure codecs alone did not measurably help; the scratch raft and the loopback calls did.
+ * What runs, first, on scratch buffers and objects only: the client API's protobuf codecs (put,
+ * range, txn, lease keep-alive, watch), gRPC message framing, HPACK, the raft request codec, a
+ * scratch three-voter raft (src/raft, in memory) whose messages go through the peer transport's
+ * codec and whose leader's Readys go through the WAL record codec and its CRC chain, and puts and
+ * ranges into a scratch key index. Then real calls — puts, txns, linearizable and serializable
+ * ranges over node:http2 — to a scratch cluster of two complete members on ephemeral 127.0.0.1
+ * ports in a temporary directory (warmup_member.ts): the member's own gRPC server, services, raft
+ * loop, peer transport, WAL with its fsync, apply and MVCC, as leader and as follower. Nothing
+ * touches the member's stores, data dir or listeners, so the warm-up changes no state a client or
+ * a peer could see. The codecs and classes are the process's own, so the functions warmed, and the
+ * hidden classes their type feedback holds, are the ones served. Measured: docs/multicore.md,
+ * "Cold start" and "A scratch cluster in the warm-up".
+ * The pure codecs alone did not measurably help; the scratch raft, the loopback calls and the
+ * scratch cluster did.
  *
  * It runs in slices that yield to the event loop, so it can run while raft elects or catches up
  * without delaying its ticks, heartbeats or votes. It is bounded by a round count and a time
@@ -27,37 +29,12 @@
  * Every round trip is checked: a count in the result is of round trips that gave back what went
  * in, so a codec that broke is a thrown error (and a test failure), not a silent no-op.
  */
-import http2 from "node:http2";
 import { setImmediate as yieldToLoop } from "node:timers/promises";
-import { GrpcServer, type MemberServices } from "../grpc/index.js";
 import { frameMessage, type MessageSink, MessageDeframer } from "../grpc/framing.js";
 import { encodeLiteralBlock, type HeaderField, HpackDecoder } from "../grpc/h2/hpack.js";
 import { packRev } from "../mvcc/revision.js";
 import { keyToString, TreeIndex } from "../mvcc/tree_index.js";
-import type { MessageCodec } from "../pb/codec.js";
-import type {
-  LeaseKeepAliveRequest,
-  LeaseKeepAliveRequestInit,
-  LeaseKeepAliveResponse,
-  LeaseKeepAliveResponseInit,
-  PutRequest,
-  PutRequestInit,
-  PutResponse,
-  PutResponseInit,
-  RangeRequest,
-  RangeRequestInit,
-  RangeResponse,
-  RangeResponseInit,
-  TxnRequest,
-  TxnRequestInit,
-  TxnResponse,
-  TxnResponseInit,
-  WatchRequest,
-  WatchRequestInit,
-  WatchResponse,
-  WatchResponseInit,
-} from "../pb/member-types.js";
-import { loadMemberCodecs } from "../pb/protos.js";
+import { warmupCodecs } from "./warmup_codecs.js";
 import { RawNode, type Ready } from "../raft/rawnode.js";
 import { MemoryStorage } from "../raft/storage.js";
 import { type Entry, type HardState, type Message, type NodeId, StateType } from "../raft/types.js";
@@ -65,24 +42,34 @@ import { scanSegment } from "../wal/decoder.js";
 import { readEntryPayload, readHardStatePayload, RecordType, RecordWriter } from "../wal/record.js";
 import { FrameDecoder, FrameKind } from "./transport/frame.js";
 import { envSwitch } from "./env_switch.js";
-import { ScratchStore } from "./warmup_store.js";
+import { ScratchCluster, ScratchClusterTimeout } from "./warmup_member.js";
 import { decodeMessages, encodeMessages } from "./transport/protocol.js";
 import { decodeRaftRequest, encodeRaftRequest } from "./raft_request.js";
 
-/** Rounds by default: each is one request's worth of every codec (~3,000 requests of tier-up). */
-export const WARMUP_ROUNDS = 3000;
+/**
+ * Rounds by default: each is one request's worth of every codec. Fewer since the scratch cluster
+ * runs the real request path after them (which is what the cold rows measured; the rounds cost
+ * wall time on a starved start, where the scratch cluster's calls then did not finish).
+ */
+export const WARMUP_ROUNDS = 500;
 /**
  * The longest the warm-up may take; on a starved host it stops early rather than delay serving
- * further. Three members starting together on two cores need 3.5-4.0 s to finish it (each gets
- * two thirds of a core); a budget of 1.5 s stopped them after 16-17% of the rounds and a fifth of
- * the loopback calls, and their first 3,000 puts at 1,000 clients ran 26% slower than with the
- * whole warm-up (bench/results/coldstart-budget-2026-12-04.txt). A member alone on a quiet host
- * finishes in ~1.0-1.5 s, so only a starved start waits longer.
+ * further. Three members starting together on two cores need 5.0-6.1 s to finish it (each gets
+ * two thirds of a core, and each runs a scratch cluster of two members); a member alone on a quiet
+ * host finishes in ~1.4-1.5 s, so only a starved start waits longer. Cut short, the warm-up is
+ * worth little: half the scratch cluster's puts measured no gain at all
+ * (bench/results/coldstart-member-2026-12-04.txt), and with the earlier warm-up a budget of 1.5 s
+ * left the first 3,000 puts at 1,000 clients 26% slower than the whole
+ * (bench/results/coldstart-budget-2026-12-04.txt).
  */
-export const WARMUP_BUDGET_MS = 5000;
-/** Calls through the scratch gRPC server by default, and how many are in flight at a time. */
-export const LOOPBACK_CALLS = 1000;
-const LOOPBACK_CONCURRENCY = 8;
+export const WARMUP_BUDGET_MS = 8000;
+/**
+ * Puts to the scratch cluster by default (warmup_member.ts; every eighth a txn, every fourth
+ * followed by a range). Measured on a fresh cluster's first 3,000 puts at 1,000 clients
+ * (bench/results/coldstart-member-2026-12-04.txt): 800 changed nothing, 1,600 cut the leader's CPU
+ * per put by a third, 3,000 did no better than 1,600 and raised the peak RSS by 20 MB.
+ */
+export const MEMBER_PUTS = 1600;
 /** Work between yields to the event loop: below a raft tick (100 ms by default) by far. */
 const SLICE_MS = 5;
 /** Distinct keys in the scratch index: enough for the B-tree to split into a few levels. */
@@ -93,8 +80,8 @@ const BATCH_ENTRIES = 8;
 export interface WarmupOptions {
   rounds?: number;
   budgetMs?: number;
-  /** Unary calls through a scratch gRPC server on 127.0.0.1 (LOOPBACK_CALLS; 0 for none). */
-  loopbackCalls?: number;
+  /** Puts (and the txns and ranges among them) to the scratch cluster (MEMBER_PUTS; 0 for no scratch cluster). */
+  memberPuts?: number;
 }
 
 /** Verified round trips per path: each could be wrong only if that codec broke. */
@@ -113,23 +100,21 @@ export interface WarmupCounts {
   raftRequests: number;
   /** Puts and gets on the scratch key index. */
   indexOps: number;
-  /** Unary calls through a scratch gRPC server on loopback that answered OK with the response sent. */
-  loopbackCalls: number;
-  /** The scratch leader's committed puts and txns applied to a scratch store with the right revision (warmup_store.ts). */
-  storeApplied: number;
-  /** Their events delivered to the scratch store's watcher. */
-  watchEvents: number;
-  /** Serializable ranges on the scratch store that found their key. */
-  storeRanges: number;
+  /** Puts the scratch cluster answered with a revision (warmup_member.ts). */
+  memberPuts: number;
+  /** Txns among them that succeeded. */
+  memberTxns: number;
+  /** Ranges of a key just put that found it (linearizable) or answered (serializable). */
+  memberRanges: number;
 }
 
 export interface WarmupResult {
   rounds: number;
   durationMs: number;
-  /** True when the time budget stopped it before its rounds were done. */
+  /** True when the time budget stopped it before its rounds and calls were done. */
   budgetExceeded: boolean;
-  /** Why the scratch store's part did not run (its temp dir could not be made), if it did not. */
-  storeSkipped?: string;
+  /** Why the scratch cluster did not run (e.g. its temp dir could not be made), if it did not. */
+  memberSkipped?: string;
   counts: WarmupCounts;
 }
 
@@ -152,35 +137,6 @@ function check(ok: boolean, what: string): void {
   if (!ok) throw new WarmupError(what);
 }
 
-interface Codecs {
-  putReq: MessageCodec<PutRequest, PutRequestInit>;
-  putResp: MessageCodec<PutResponse, PutResponseInit>;
-  rangeReq: MessageCodec<RangeRequest, RangeRequestInit>;
-  rangeResp: MessageCodec<RangeResponse, RangeResponseInit>;
-  txnReq: MessageCodec<TxnRequest, TxnRequestInit>;
-  txnResp: MessageCodec<TxnResponse, TxnResponseInit>;
-  keepAliveReq: MessageCodec<LeaseKeepAliveRequest, LeaseKeepAliveRequestInit>;
-  keepAliveResp: MessageCodec<LeaseKeepAliveResponse, LeaseKeepAliveResponseInit>;
-  watchReq: MessageCodec<WatchRequest, WatchRequestInit>;
-  watchResp: MessageCodec<WatchResponse, WatchResponseInit>;
-}
-
-function memberCodecs(): Codecs {
-  const c = loadMemberCodecs();
-  return {
-    putReq: c.message("etcdserverpb.PutRequest"),
-    putResp: c.message("etcdserverpb.PutResponse"),
-    rangeReq: c.message("etcdserverpb.RangeRequest"),
-    rangeResp: c.message("etcdserverpb.RangeResponse"),
-    txnReq: c.message("etcdserverpb.TxnRequest"),
-    txnResp: c.message("etcdserverpb.TxnResponse"),
-    keepAliveReq: c.message("etcdserverpb.LeaseKeepAliveRequest"),
-    keepAliveResp: c.message("etcdserverpb.LeaseKeepAliveResponse"),
-    watchReq: c.message("etcdserverpb.WatchRequest"),
-    watchResp: c.message("etcdserverpb.WatchResponse"),
-  };
-}
-
 /** Collects what the deframer completes, as a server call's sink does. */
 class CountingSink implements MessageSink {
   bytes = 0;
@@ -193,7 +149,7 @@ class CountingSink implements MessageSink {
 
 /** The scratch state of one warm-up: nothing in it is shared with the member. */
 class Scratch {
-  readonly codecs = memberCodecs();
+  readonly codecs = warmupCodecs();
   readonly index = new TreeIndex();
   readonly hpack = new HpackDecoder();
   readonly deframer = new MessageDeframer(4 * 1024 * 1024);
@@ -203,7 +159,7 @@ class Scratch {
   readonly value = Buffer.alloc(256, 0x61);
   private keyBuf = Buffer.alloc(8);
   walChain = 0;
-  counts: WarmupCounts = { protobuf: 0, grpcFrames: 0, hpackBlocks: 0, walRecords: 0, peerMessages: 0, raftRequests: 0, indexOps: 0, loopbackCalls: 0, storeApplied: 0, watchEvents: 0, storeRanges: 0 };
+  counts: WarmupCounts = { protobuf: 0, grpcFrames: 0, hpackBlocks: 0, walRecords: 0, peerMessages: 0, raftRequests: 0, indexOps: 0, memberPuts: 0, memberTxns: 0, memberRanges: 0 };
 
   key(i: number): Buffer {
     this.keyBuf = Buffer.alloc(8);
@@ -336,11 +292,7 @@ class ScratchRaft {
   private readonly nodes: { raw: RawNode; storage: MemoryStorage }[];
   committed = 0;
 
-  constructor(
-    private readonly s: Scratch,
-    /** The leader's committed entries go here, as the member's apply takes them. */
-    private readonly applyCommitted: (entries: readonly Entry[]) => void,
-  ) {
+  constructor(private readonly s: Scratch) {
     this.nodes = RAFT_IDS.map((id) => {
       const storage = new MemoryStorage();
       const raw = new RawNode({ id, electionTick: 10, heartbeatTick: 1, storage, maxSizePerMsg: 1024 * 1024, maxInflightMsgs: 4096 / 8, checkQuorum: true, preVote: true, random: () => 0.5 });
@@ -373,7 +325,6 @@ class ScratchRaft {
           const rd = n.raw.ready();
           this.persist(n.storage, rd, i === 0);
           for (const e of rd.committedEntries) if (e.data.byteLength > 0) this.committed++;
-          if (i === 0 && rd.committedEntries.length > 0) this.applyCommitted(rd.committedEntries);
           for (const m of rd.messages) {
             const q = outbox.get(m.to) ?? [];
             q.push(m);
@@ -401,7 +352,7 @@ class ScratchRaft {
 
 /** Every TXN_EVERY-th request is a txn (a compare that holds, a put on success), the rest puts. */
 const TXN_EVERY = 4;
-/** A mod revision above any the scratch store reaches: "mod_revision < it" holds for every key. */
+/** A mod revision above any a scratch request could name: "mod_revision < it" holds for every key. */
 const MOD_REVISION_ABOVE_ALL = 2 ** 40;
 
 function raftRequestRound(s: Scratch, i: number): Buffer {
@@ -440,129 +391,88 @@ function indexRound(s: Scratch, i: number): void {
 }
 
 /**
- * node:http2's server side and the client port's call path (src/grpc) as a real call takes them:
- * a scratch GrpcServer with the member's codecs on an ephemeral loopback port, whose KV Put and
- * Range answer canned responses (no store behind them), called over a node:http2 session. The
- * member's own listeners are not open yet and nothing here reaches them.
+ * Batches of calls in flight at once to the scratch cluster, in turn: a thousand clients' batches
+ * and one client's calls take different branches (a Ready of many entries or of one, a raft loop
+ * that goes idle between them).
  */
-async function loopbackCalls(s: Scratch, calls: number, deadline: number): Promise<void> {
-  const c = s.codecs;
-  const server = new GrpcServer<MemberServices>({ codecs: loadMemberCodecs() });
-  const kv = { key: s.key(0), createRevision: 1, modRevision: 1, version: 1, value: s.value, lease: 0 };
-  server.addService("etcdserverpb.KV", {
-    Put: (req) => Promise.resolve({ header: { ...HEADER, revision: req.key.length } }),
-    Range: () => Promise.resolve({ header: HEADER, kvs: [kv], more: false, count: 1 }),
-  });
-  const addr = await server.listen(0, "127.0.0.1");
-  const session = http2.connect(`http://127.0.0.1:${addr.port}`);
+const MEMBER_CONCURRENCY = [128, 1, 32];
+
+/**
+ * The member's whole request path as real calls take it, on the scratch cluster
+ * (warmup_member.ts), until `puts` are done or the deadline. Returns whether they were all done;
+ * a scratch cluster that cannot be made is the skip reason, not an error (the rest of the warm-up
+ * stands).
+ */
+async function memberCalls(s: Scratch, puts: number, deadline: number): Promise<{ done: boolean; skipped?: string }> {
+  let cluster: ScratchCluster;
   try {
-    const call = (i: number) =>
-      new Promise<void>((resolve, reject) => {
-        const put = (i & 3) !== 3;
-        const stream = session.request({
-          ":method": "POST",
-          ":path": put ? "/etcdserverpb.KV/Put" : "/etcdserverpb.KV/Range",
-          "content-type": "application/grpc",
-          te: "trailers",
-        });
-        const chunks: Buffer[] = [];
-        let status: string | undefined;
-        stream.on("data", (d: Buffer) => chunks.push(d));
-        stream.on("trailers", (t) => (status = String(t["grpc-status"])));
-        stream.on("error", reject);
-        stream.on("close", () => {
-          const body = Buffer.concat(chunks);
-          const ok = status === "0" && body.length > 5 && (put ? c.putResp.decode(body.subarray(5)).header?.revision === 8 : c.rangeResp.decode(body.subarray(5)).count === 1);
-          if (ok) resolve();
-          else reject(new WarmupError(`a loopback ${put ? "Put" : "Range"} (grpc-status ${status})`));
-        });
-        stream.end(put ? c.putReq.encodeFramed({ key: s.key(i), value: s.value }) : c.rangeReq.encodeFramed({ key: s.key(i), serializable: true }));
-      });
-    for (let done = 0; done < calls && performance.now() < deadline; ) {
-      const n = Math.min(LOOPBACK_CONCURRENCY, calls - done);
-      await Promise.all(Array.from({ length: n }, (_, k) => call(done + k)));
+    cluster = await ScratchCluster.open(deadline);
+  } catch (err) {
+    if (err instanceof ScratchClusterTimeout) return { done: false };
+    return { done: false, skipped: `no scratch cluster (${String(err)})` };
+  }
+  try {
+    let done = 0;
+    for (let turn = 0; done < puts && performance.now() < deadline; turn++) {
+      const n = Math.min(MEMBER_CONCURRENCY[turn % MEMBER_CONCURRENCY.length] ?? 1, puts - done);
+      await cluster.puts(done, n, (i) => s.key(i), s.value);
       done += n;
-      s.counts.loopbackCalls += n;
     }
+    return { done: done === puts };
   } finally {
-    session.destroy();
-    await server.close(0);
+    s.counts.memberPuts = cluster.counts.puts;
+    s.counts.memberTxns = cluster.counts.txns;
+    s.counts.memberRanges = cluster.counts.ranges;
+    await cluster.close();
   }
 }
 
 /**
- * A serializable range on the scratch store (the Range handler's read path) every RANGE_EVERY
- * rounds, right after a batch committed (a multiple of BATCH_ENTRIES), so the key it reads exists.
- */
-const RANGE_EVERY = 2 * BATCH_ENTRIES;
-
-/**
  * Runs the warm-up: `rounds` rounds (WARMUP_ROUNDS) or until `budgetMs` (WARMUP_BUDGET_MS) has
- * passed, yielding to the event loop every few milliseconds. Throws if a round trip failed.
+ * passed, yielding to the event loop every few milliseconds, then the scratch cluster's calls
+ * within the same budget. Throws if a round trip failed.
  */
 export async function warmUp(options: WarmupOptions = {}): Promise<WarmupResult> {
   const rounds = options.rounds ?? WARMUP_ROUNDS;
   const budgetMs = options.budgetMs ?? WARMUP_BUDGET_MS;
+  const puts = options.memberPuts ?? MEMBER_PUTS;
   const start = performance.now();
   const s = new Scratch();
   let done = 0;
   let budgetExceeded = false;
-  // The loopback calls run beside the rounds (they progress whenever the rounds yield), so a
-  // starved start that hits the budget has warmed some of each, not the first half only.
-  const calls = options.loopbackCalls ?? LOOPBACK_CALLS;
-  // Its failure is held (not left unhandled while the rounds run) and thrown once they are done.
-  const loopback = calls > 0 ? loopbackCalls(s, calls, start + budgetMs).then(() => undefined, (e: unknown) => e) : Promise.resolve(undefined);
-  // A host whose temp dir takes no files (read-only, full) still gets the rest of the warm-up.
-  let store: ScratchStore | undefined;
-  let storeSkipped: string | undefined;
-  try {
-    store = ScratchStore.open();
-  } catch (err) {
-    storeSkipped = `no scratch store (${String(err)})`;
-  }
-  try {
-    const raft = new ScratchRaft(s, (entries) => store?.apply(entries));
-    let batch: Uint8Array[] = [];
-    let committedRounds = 0;
-    const propose = async () => {
-      raft.propose(batch);
-      committedRounds += batch.length;
-      batch = [];
-      // The scratch watcher's delivery is a microtask after the apply, as it is after the member's.
-      await Promise.resolve();
-    };
-    while (done < rounds) {
-      const sliceEnd = performance.now() + SLICE_MS;
-      while (done < rounds && performance.now() < sliceEnd) {
-        const i = done;
-        const request = protobufRound(s, i);
-        grpcFramingRound(s, request, i);
-        hpackRound(s);
-        const data = raftRequestRound(s, i);
-        batch.push(data);
-        if (batch.length === BATCH_ENTRIES) await propose();
-        // Round j wrote s.key(j): the keys of the first min(committedRounds, INDEX_KEYS) rounds exist.
-        if (store !== undefined && i % RANGE_EVERY === RANGE_EVERY - 1) await store.range(s.key(i % Math.min(committedRounds, INDEX_KEYS)));
-        indexRound(s, i);
-        done++;
+  const raft = new ScratchRaft(s);
+  let batch: Uint8Array[] = [];
+  while (done < rounds) {
+    const sliceEnd = performance.now() + SLICE_MS;
+    while (done < rounds && performance.now() < sliceEnd) {
+      const i = done;
+      const request = protobufRound(s, i);
+      grpcFramingRound(s, request, i);
+      hpackRound(s);
+      batch.push(raftRequestRound(s, i));
+      if (batch.length === BATCH_ENTRIES) {
+        raft.propose(batch);
+        batch = [];
       }
-      if (performance.now() - start > budgetMs) {
-        budgetExceeded = done < rounds;
-        break;
-      }
-      await yieldToLoop();
+      indexRound(s, i);
+      done++;
     }
-    if (batch.length > 0) await propose();
-  } finally {
-    if (store !== undefined) {
-      s.counts.storeApplied = store.counts.applied;
-      s.counts.watchEvents = store.counts.watchEvents;
-      s.counts.storeRanges = store.counts.ranges;
-      store.close();
+    if (performance.now() - start > budgetMs) {
+      budgetExceeded = done < rounds;
+      break;
     }
+    await yieldToLoop();
   }
-  const loopbackError = await loopback;
-  if (loopbackError !== undefined) throw loopbackError;
-  budgetExceeded ||= s.counts.loopbackCalls < calls;
-  return { rounds: done, durationMs: performance.now() - start, budgetExceeded, counts: s.counts, ...(storeSkipped !== undefined ? { storeSkipped } : {}) };
+  if (batch.length > 0) raft.propose(batch);
+  // After the rounds, not beside them: a call takes several turns of the event loop, and beside
+  // the rounds each turn waited for a slice of them.
+  let memberSkipped: string | undefined;
+  if (puts > 0 && !budgetExceeded) {
+    const r = await memberCalls(s, puts, start + budgetMs);
+    budgetExceeded = !r.done && r.skipped === undefined;
+    memberSkipped = r.skipped;
+  } else if (puts > 0) {
+    budgetExceeded = true;
+  }
+  return { rounds: done, durationMs: performance.now() - start, budgetExceeded, counts: s.counts, ...(memberSkipped !== undefined ? { memberSkipped } : {}) };
 }

@@ -7,15 +7,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 /**
- * What each path must have verified after `rounds` rounds. The scratch raft commits a batch of 8
- * proposals at a time (it throws unless all three voters apply each one), so the WAL holds at least
- * every entry and a hard state per batch, and each batch takes at least a MsgApp and a MsgAppResp
- * per follower. A loopback call counts only once its response decoded to what the stub answered.
- * Every committed request (a put, or a txn whose compare holds and whose success branch puts) is
- * applied to the scratch store at the next revision and reaches its watcher as one event; a
- * range runs every 16th round and counts only when it found its key.
+ * What each path must have verified after `rounds` rounds and `puts` scratch cluster puts. The
+ * scratch raft commits a batch of 8 proposals at a time (it throws unless all three voters apply
+ * each one), so the WAL holds at least every entry and a hard state per batch, and each batch takes
+ * at least a MsgApp and a MsgAppResp per follower. A scratch cluster put counts only once it
+ * answered a revision past the first; every eighth is a txn whose compare held, and every fourth
+ * is followed by a range of its key (a linearizable one must find it).
  */
-function expectCounts(counts: WarmupCounts, rounds: number, loopbackCalls: number): void {
+function expectCounts(counts: WarmupCounts, rounds: number, puts: number): void {
   const batches = Math.ceil(rounds / 8);
   expect({ ...counts, walRecords: 0, peerMessages: 0 }).toEqual({
     protobuf: 10 * rounds,
@@ -25,56 +24,64 @@ function expectCounts(counts: WarmupCounts, rounds: number, loopbackCalls: numbe
     peerMessages: 0,
     raftRequests: rounds,
     indexOps: 3 * rounds,
-    loopbackCalls,
-    storeApplied: rounds,
-    watchEvents: rounds,
-    storeRanges: Math.floor(rounds / 16),
+    memberPuts: puts,
+    memberTxns: Math.floor(puts / 8),
+    memberRanges: Math.floor(puts / 4),
   });
   expect(counts.walRecords).toBeGreaterThanOrEqual(rounds + batches);
   expect(counts.peerMessages).toBeGreaterThanOrEqual(4 * batches);
 }
 
+const sockets = () => process.getActiveResourcesInfo().filter((r) => r.startsWith("TCP")).length;
+
+/** Runs `f` with the OS temp dir pointed at `dir` (tmpdir() follows TMPDIR). */
+async function withTmpdir<T>(dir: string, f: () => Promise<T>): Promise<T> {
+  const saved = process.env.TMPDIR;
+  process.env.TMPDIR = dir;
+  try {
+    return await f();
+  } finally {
+    if (saved === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = saved;
+  }
+}
+
 describe("warm-up", () => {
-  it("round-trips every codec it warms, once per round", async () => {
-    const r = await warmUp({ rounds: 100, budgetMs: 60_000, loopbackCalls: 50 });
+  it("round-trips every codec it warms, once per round, and every call to the scratch cluster", async () => {
+    const r = await warmUp({ rounds: 100, budgetMs: 60_000, memberPuts: 50 });
     expect(r.budgetExceeded).toBe(false);
+    expect(r.memberSkipped).toBeUndefined();
     expect(r.rounds).toBe(100);
     expectCounts(r.counts, 100, 50);
   });
 
   it("commits a last partial batch too", async () => {
-    const r = await warmUp({ rounds: 13, budgetMs: 60_000, loopbackCalls: 13 });
+    const r = await warmUp({ rounds: 13, budgetMs: 60_000, memberPuts: 13 });
     expectCounts(r.counts, 13, 13);
   });
 
-  it("leaves nothing behind: no open socket, the process's codecs give the same bytes, a second run counts the same", async () => {
+  it("leaves nothing behind: no directory, no open socket, the process's codecs give the same bytes, a second run counts the same", async () => {
     const put = loadMemberCodecs().message<{ key: Buffer }, { key?: Uint8Array; value?: Uint8Array }>("etcdserverpb.PutRequest");
     const req = { ID: 7, put: { key: Buffer.from("k"), value: Buffer.from("v") } };
     const putBefore = put.encode({ key: Buffer.from("k"), value: Buffer.from("v") });
     const raftBefore = encodeRaftRequest(req);
-    const sockets = () => process.getActiveResourcesInfo().filter((r) => r.startsWith("TCP")).length;
     const socketsBefore = sockets();
     // A temp dir of this test's own (other test files start members, whose warm-ups use the shared one).
     const ownTmp = mkdtempSync(join(tmpdir(), "warmup-test-"));
-    const savedTmp = process.env.TMPDIR;
-    process.env.TMPDIR = ownTmp;
-    let first: Awaited<ReturnType<typeof warmUp>>;
     try {
-      first = await warmUp({ rounds: 200, budgetMs: 60_000, loopbackCalls: 20 });
-      // The scratch store ran in ownTmp (tmpdir() follows TMPDIR) and its directory is removed.
-      expect(first.storeSkipped).toBeUndefined();
-      expect(first.counts.storeApplied).toBe(200);
+      const first = await withTmpdir(ownTmp, () => warmUp({ rounds: 200, budgetMs: 60_000, memberPuts: 40 }));
+      // The scratch cluster ran in ownTmp and its members' directories are removed.
+      expect(first.memberSkipped).toBeUndefined();
+      expect(first.counts.memberPuts).toBe(40);
       expect(readdirSync(ownTmp)).toEqual([]);
+      // The scratch cluster's listeners, peer streams and client sessions are closed.
+      await new Promise((r) => setTimeout(r, 50));
+      expect(sockets()).toBe(socketsBefore);
+      const second = await warmUp({ rounds: 200, budgetMs: 60_000, memberPuts: 40 });
+      expect(second.counts).toEqual(first.counts);
     } finally {
-      if (savedTmp === undefined) delete process.env.TMPDIR;
-      else process.env.TMPDIR = savedTmp;
       rmSync(ownTmp, { recursive: true, force: true });
     }
-    // The scratch gRPC server and its client session are closed: no listener or socket stays open.
-    await new Promise((r) => setImmediate(r));
-    expect(sockets()).toBe(socketsBefore);
-    const second = await warmUp({ rounds: 200, budgetMs: 60_000, loopbackCalls: 20 });
-    expect(second.counts).toEqual(first.counts);
     expect(put.encode({ key: Buffer.from("k"), value: Buffer.from("v") })).toEqual(putBefore);
     expect(encodeRaftRequest(req)).toEqual(raftBefore);
     expect(decodeRaftRequest(raftBefore).put?.key.toString()).toBe("k");
@@ -82,7 +89,7 @@ describe("warm-up", () => {
 
   it("stops at its time budget with the rounds it did, all verified", async () => {
     // A 0 ms budget ends after the first slice (a few ms), far short of a billion rounds, and
-    // leaves no time for loopback calls.
+    // leaves no time for the scratch cluster.
     const r = await warmUp({ rounds: 1e9, budgetMs: 0 });
     expect(r.budgetExceeded).toBe(true);
     expect(r.rounds).toBeGreaterThan(0);
@@ -90,19 +97,28 @@ describe("warm-up", () => {
     expectCounts(r.counts, r.rounds, 0);
   });
 
-  it("runs the rest when its scratch store cannot be made (a temp dir that takes no files), and says why", async () => {
-    const saved = process.env.TMPDIR;
-    process.env.TMPDIR = "/nonexistent-etcetera-warmup-test/tmp";
+  it("gives up on a scratch cluster not serving by the deadline, and removes it", async () => {
+    const ownTmp = mkdtempSync(join(tmpdir(), "warmup-test-"));
+    const socketsBefore = sockets();
     try {
-      const r = await warmUp({ rounds: 40, budgetMs: 60_000, loopbackCalls: 4 });
-      expect(r.storeSkipped).toMatch(/^no scratch store \(Error: ENOENT/);
-      expect(r.counts.storeApplied).toBe(0);
-      expect(r.counts.raftRequests).toBe(40);
-      expect(r.counts.loopbackCalls).toBe(4);
+      // Its election alone takes 200-400 ms (ticks of 20 ms, election timeout 200 ms): 50 ms is too short.
+      const r = await withTmpdir(ownTmp, () => warmUp({ rounds: 1, budgetMs: 50, memberPuts: 100 }));
+      expect(r.budgetExceeded).toBe(true);
+      expect(r.memberSkipped).toBeUndefined();
+      expect(r.counts.memberPuts).toBe(0);
+      expect(readdirSync(ownTmp)).toEqual([]);
+      await new Promise((res) => setTimeout(res, 50));
+      expect(sockets()).toBe(socketsBefore);
     } finally {
-      if (saved === undefined) delete process.env.TMPDIR;
-      else process.env.TMPDIR = saved;
+      rmSync(ownTmp, { recursive: true, force: true });
     }
+  });
+
+  it("runs the rest when its scratch cluster cannot be made (a temp dir that takes no files), and says why", async () => {
+    const r = await withTmpdir("/nonexistent-etcetera-warmup-test/tmp", () => warmUp({ rounds: 40, budgetMs: 60_000, memberPuts: 4 }));
+    expect(r.memberSkipped).toMatch(/^no scratch cluster \(Error: ENOENT/);
+    expect(r.budgetExceeded).toBe(false);
+    expectCounts(r.counts, 40, 0);
   });
 
   it("is on unless ETCETERA_WARMUP=0; another value is an error naming the variable", () => {
