@@ -29,7 +29,7 @@
  * terminate that lands while the worker is inside a SQLite call that fails aborts the whole
  * process: better-sqlite3 builds the SqliteError with V8's NewInstance, which returns nothing once
  * termination is pending, and its ToLocalChecked is a fatal error ("v8::ToLocalChecked Empty
- * MaybeLocal"). It happened: the warm-up closed its scratch backend and removed the directory while
+ * MaybeLocal"). It happened: the warm-up (then a scratch store) closed its backend and removed the directory while
  * the worker it had just started was opening the file; the member died seconds after its restart
  * (CI of 3706e8a, test/e2e/snapshot.test.ts). The same call failing without a terminate is an
  * ordinary exception, which the worker reports or (detached) nobody hears.
@@ -109,6 +109,11 @@ parentPort.on("message", (m) => {
 `;
 
 const sqliteModule = createRequire(import.meta.url).resolve("better-sqlite3");
+
+/** Resolves when `w` exits, however it ends. */
+function exitOf(w: Worker): Promise<void> {
+  return new Promise<void>((resolve) => w.once("exit", () => resolve()));
+}
 
 export interface CheckpointResult {
   busy: number;
@@ -202,7 +207,7 @@ export class Checkpointer {
     const stopping = (async () => {
       // Stopped once it has exited: after its close reply (it closes its port then) or instead of
       // one (a worker that dies has stopped too).
-      const exited = new Promise<void>((resolve) => w.once("exit", () => resolve()));
+      const exited = exitOf(w);
       await Promise.race([this.request(w, "close").catch(() => undefined), exited]);
       await exited;
     })();
@@ -222,7 +227,7 @@ export class Checkpointer {
     const w = this.worker;
     this.worker = undefined;
     if (w !== undefined) {
-      const exited = new Promise<void>((resolve) => w.once("exit", () => resolve()));
+      const exited = exitOf(w);
       this.detached.add(exited);
       void exited.then(() => this.detached.delete(exited));
       w.postMessage({ type: "close", id: this.nextId++ });
