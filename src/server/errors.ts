@@ -145,6 +145,8 @@ export const Errors = {
   leaderChanged: def(Status.UNAVAILABLE, "etcdserver: leader changed"),
   notCapable: def(Status.UNAVAILABLE, "etcdserver: not capable"),
   stopped: def(Status.UNAVAILABLE, "etcdserver: server stopped"),
+  // etcd's ErrCanceled: the caller went away while the request waited (no one reads the answer).
+  canceled: def(Status.CANCELLED, "etcdserver: request cancelled"),
   timeout: def(Status.UNAVAILABLE, "etcdserver: request timed out"),
   timeoutDueToLeaderFail: def(
     Status.UNAVAILABLE,

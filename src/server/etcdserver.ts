@@ -423,6 +423,7 @@ export class EtcdServer {
     this.api = new V3Api({
       memberId: this.memberId,
       clusterId: this.clusterId,
+      requestTimeoutMs: this.requestTimeoutMs,
       limits: { maxTxnOps: c.maxTxnOps, maxRequestBytes: c.maxRequestBytes, quotaBackendBytes: c.quotaBackendBytes, electionMs: c.electionMs },
       raft: this.loop,
       propose: (req, signal) => this.proposals.propose(req, signal),

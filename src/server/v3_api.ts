@@ -23,7 +23,8 @@ import { NONE, type NodeId } from "../raft/types.js";
 import type { AlarmMember, AlarmType, Alarms } from "./alarms.js";
 import type { ApplyOutcome } from "./apply.js";
 import { checkTxnPermission, type AuthenticateResult } from "./apply_auth.js";
-import { Errors } from "./errors.js";
+import { Status } from "../grpc/index.js";
+import { Errors, toEtcdError } from "./errors.js";
 import type { LeaderClient } from "./leader_client.js";
 import type { Member } from "./member.js";
 import type { Membership } from "./membership.js";
@@ -37,6 +38,18 @@ import type { Applied, AuthChangeRequest, Credentials, MemberStatus, RequestLimi
 
 /** Authenticate retries while the auth revision moves under it (etcd loops; here a bound). */
 const AUTHENTICATE_ATTEMPTS_MAX = 16;
+
+/** etcd's ReqTimeout with its default election timeout (1 s), for a V3Api built without one. */
+const REQUEST_TIMEOUT_MS_DEFAULT = 7000;
+/** etcd's throttle between a follower's attempts to renew a lease on the leader. */
+export const RENEW_RETRY_MS = 50;
+
+/** The leader could not take a forwarded request: none, gone, or no longer leading (all UNAVAILABLE). */
+function isLeaderUnavailable(e: unknown): boolean {
+  if (!(e instanceof Error) || e instanceof LessorNotPrimaryError) return false;
+  const err = toEtcdError(e);
+  return err.code === Status.UNAVAILABLE && err.message !== Errors.timeout().message;
+}
 
 export interface V3ApiOptions {
   memberId: NodeId;
@@ -55,6 +68,8 @@ export interface V3ApiOptions {
   passwords: PasswordHasher;
   backend: { sizeBytes(): number; sizeInUseBytes(): number };
   snapshots: Pick<Snapshots, "client">;
+  /** etcd's ReqTimeout (5 s + 2 election timeouts): how long a follower's lease renewal waits for a leader. */
+  requestTimeoutMs?: number;
   /** Keep-alives and time-to-live of a follower go to the leader's lessor through it. */
   leaderClient: Pick<LeaderClient, "keepAlive" | "timeToLive">;
   /** Runs before a MoveLeader transfer (lease checkpoints, so the next leader keeps what is left). */
@@ -222,14 +237,31 @@ export class V3Api implements V3Server {
     return { revision };
   }
 
-  async leaseRenew(id: LeaseId): Promise<number> {
-    if (this.o.raft.isLeader()) {
+  /**
+   * etcd's LeaseRenew: the leader renews in its lessor; any other member forwards the renewal to
+   * the leader, and while there is no leader to take it (none elected, the one it knows is gone or
+   * no longer leads, or its own lessor is not primary yet) tries again every RENEW_RETRY_MS until
+   * etcd's request timeout, then answers "request timed out". A keep-alive through a follower
+   * thus rides out an election, as etcd's does, instead of failing the client's stream at once.
+   */
+  async leaseRenew(id: LeaseId, signal?: AbortSignal): Promise<number> {
+    const deadline = Date.now() + (this.o.requestTimeoutMs ?? REQUEST_TIMEOUT_MS_DEFAULT);
+    for (;;) {
       try {
-        return this.o.lessor.keepAlive(id);
+        return await this.renewOnce(id);
       } catch (e) {
-        if (!(e instanceof LessorNotPrimaryError)) throw e;
+        if (!(e instanceof LessorNotPrimaryError) && !isLeaderUnavailable(e)) throw e;
       }
+      if (signal?.aborted === true) throw Errors.canceled();
+      if (Date.now() + RENEW_RETRY_MS >= deadline) throw Errors.timeout();
+      await new Promise((resolve) => setTimeout(resolve, RENEW_RETRY_MS));
     }
+  }
+
+  private renewOnce(id: LeaseId): Promise<number> {
+    // A leader whose lessor is not primary yet throws LessorNotPrimaryError: the caller tries again
+    // (etcd's leader forwards to its own peer URL, where the same error comes back).
+    if (this.o.raft.isLeader()) return Promise.resolve(this.o.lessor.keepAlive(id));
     const { leader, url } = this.leaderUrl();
     return this.o.leaderClient.keepAlive(leader, url, id);
   }

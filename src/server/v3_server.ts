@@ -110,8 +110,11 @@ export interface V3Server {
   /** Grants a lease; ID 0 lets the member pick one. */
   leaseGrant(req: { ID: LeaseId; TTL: number }, signal?: AbortSignal): Promise<Applied<{ ID: LeaseId; TTL: number; error: string }>>;
   leaseRevoke(id: LeaseId, signal?: AbortSignal): Promise<{ revision: number }>;
-  /** A keep-alive: the leader's lessor renews, a follower asks the leader. Returns the TTL. */
-  leaseRenew(id: LeaseId): Promise<number>;
+  /**
+   * A keep-alive: the leader's lessor renews, a follower asks the leader (again every 50 ms while
+   * there is none, until the request timeout or `signal` aborts, as etcd). Returns the TTL.
+   */
+  leaseRenew(id: LeaseId, signal?: AbortSignal): Promise<number>;
   /** Answered by the leader's lessor (asked through the leader when this member is a follower). */
   /** `token`: the caller's, carried when a follower asks the leader (which checks it again). */
   leaseTimeToLive(req: { ID: LeaseId; keys: boolean; token?: string }): Promise<{ ID: LeaseId; TTL: number; grantedTTL: number; keys: Uint8Array[] }>;

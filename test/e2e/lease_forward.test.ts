@@ -4,7 +4,10 @@
  * keep-alive after a move-leader, through a follower that had forwarded to the former leader,
  * gets its TTL. (etcetera failed it with "etcdserver: leader changed": the cancelled stream to the
  * former leader failed the renewal queued for the new one; seen in metrics.test.ts, whose defrag
- * moves the leadership.)
+ * moves the leadership.) And while there is no leader, a follower tries the renewal again until a
+ * leader takes it (etcd's LeaseRenew: every 50 ms, up to its request timeout): a keep-alive sent
+ * through a follower the moment the leader dies is answered once the next leader is elected.
+ * (etcetera answered "etcdserver: leader changed" at once.)
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Cluster, type Member } from "./harness.js";
@@ -44,4 +47,20 @@ describe("lease keep-alive through a follower", () => {
       );
     }
   });
+
+  // Last: it kills the leader.
+  it("a keep-alive through a follower sent right after the leader died is answered by the next leader", { timeout: 120_000 }, async () => {
+    const out = await ctlOk(cluster, cluster.endpoints, "lease", "grant", "60");
+    const lease = /^lease ([0-9a-f]+) granted/.exec(out)?.[1];
+    expect(lease, out).toBeDefined();
+    const { member: leader } = await agreedLeader(cluster);
+    const follower = cluster.members.find((m) => m !== leader)!;
+    // The follower still takes the dead member for its leader for up to an election timeout.
+    await leader.kill("SIGKILL");
+    const renewed = await keepAliveOnce(follower, lease!);
+    expect(renewed, `keep-alive through ${follower.spec.name} after ${leader.spec.name} was killed`).toMatch(new RegExp(`^lease ${lease} keepalived with TTL\\(60\\)`));
+    const next = await agreedLeader(cluster);
+    expect(next.member).not.toBe(leader);
+  });
 });
+

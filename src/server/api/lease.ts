@@ -39,7 +39,7 @@ export function leaseService(s: V3Server, quota: Quota): MemberHandlers<"etcdser
           if (call.ended) return;
           try {
             requireLeaderIfAsked(s, ctx);
-            const TTL = await s.leaseRenew(req.ID);
+            const TTL = await s.leaseRenew(req.ID, ctx.signal);
             call.write({ header: header(s), ID: req.ID, TTL });
           } catch (e) {
             // etcd answers an unknown lease with TTL 0 on the stream, and ends it on other errors.

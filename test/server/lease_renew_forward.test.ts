@@ -1,0 +1,113 @@
+/**
+ * A follower's lease renewal (etcd's EtcdServer.LeaseRenew): forwarded to the leader and, while no
+ * leader can take it (none elected, the one known is gone or no longer leads), tried again every
+ * 50 ms until the request timeout, then "etcdserver: request timed out". Any other answer (a lease
+ * the leader does not know, a TTL) ends it at once. Real stores, fake raft side and leader client.
+ */
+import { describe, expect, it } from "vitest";
+import { PasswordHasher } from "../../src/auth/password.js";
+import { NONE, type NodeId } from "../../src/raft/types.js";
+import { Errors } from "../../src/server/errors.js";
+import { RENEW_RETRY_MS, V3Api } from "../../src/server/v3_api.js";
+import { memberStores } from "./stores.js";
+
+const LEADER = 7n;
+
+/** `answers`: what each forwarded renewal gets in turn (an Error is thrown); the last one repeats. */
+function follower(opts: { leader: () => NodeId; answers: Array<number | Error>; requestTimeoutMs: number }) {
+  const { backend, lessor, kv, watchable, alarms, auth, tokens, membership } = memberStores();
+  membership.add({ id: LEADER, name: "n7", peerUrls: ["http://127.0.0.1:1"], clientUrls: ["http://127.0.0.1:2"], isLearner: false });
+  const forwarded: Array<{ leader: NodeId; url: string; at: number }> = [];
+  const api = new V3Api({
+    memberId: 1n,
+    clusterId: 2n,
+    requestTimeoutMs: opts.requestTimeoutMs,
+    limits: { maxTxnOps: 128, maxRequestBytes: 1 << 20, quotaBackendBytes: null, electionMs: 1000 },
+    raft: { leader: opts.leader, isLeader: () => false, raftTerm: () => 3, committed: () => 0, applied: () => 0, isLearner: () => false, moveLeader: async () => {} },
+    propose: async () => Promise.reject(new Error("not used")),
+    readIndex: { notify: async () => {} },
+    kv,
+    watchable,
+    lessor,
+    alarms,
+    membership,
+    auth,
+    tokens,
+    passwords: new PasswordHasher({ cost: 4 }),
+    backend,
+    snapshots: { client: async () => Promise.reject(new Error("not used")) },
+    leaderClient: {
+      keepAlive: async (leader, url) => {
+        forwarded.push({ leader, url, at: performance.now() });
+        const a = opts.answers[Math.min(forwarded.length, opts.answers.length) - 1]!;
+        if (a instanceof Error) throw a;
+        return a;
+      },
+      timeToLive: async () => Promise.reject(new Error("not used")),
+    },
+    reconfigure: {
+      addMember: async () => Promise.reject(new Error("not used")),
+      removeMember: async () => Promise.reject(new Error("not used")),
+      updateMember: async () => Promise.reject(new Error("not used")),
+      promoteMember: async () => Promise.reject(new Error("not used")),
+    },
+    defragment: async () => Promise.reject(new Error("not used")),
+  });
+  return { api, forwarded };
+}
+
+describe("lease renewal through a follower", () => {
+  it("tries the leader again, 50 ms apart, while it answers 'leader changed', and returns the TTL it then gives", async () => {
+    const { api, forwarded } = follower({ leader: () => LEADER, answers: [Errors.leaderChanged(), Errors.noLeader(), 30], requestTimeoutMs: 5000 });
+    expect(await api.leaseRenew(0x10n)).toBe(30);
+    expect(forwarded.map((f) => [f.leader, f.url])).toEqual([
+      [LEADER, "http://127.0.0.1:2"],
+      [LEADER, "http://127.0.0.1:2"],
+      [LEADER, "http://127.0.0.1:2"],
+    ]);
+    // Timers may fire a millisecond early; never a whole throttle early.
+    for (let i = 1; i < forwarded.length; i++) expect(forwarded[i]!.at - forwarded[i - 1]!.at).toBeGreaterThanOrEqual(RENEW_RETRY_MS - 2);
+  });
+
+  it("waits for a leader to be elected, then forwards to it", async () => {
+    let leader: NodeId = NONE;
+    const { api, forwarded } = follower({ leader: () => leader, answers: [45], requestTimeoutMs: 5000 });
+    const renewed = api.leaseRenew(0x10n);
+    await new Promise((r) => setTimeout(r, 3 * RENEW_RETRY_MS));
+    expect(forwarded).toEqual([]);
+    leader = LEADER;
+    expect(await renewed).toBe(45);
+    expect(forwarded.length).toBe(1);
+  });
+
+  it("answers 'request timed out' when no leader took it within the request timeout", async () => {
+    const { api, forwarded } = follower({ leader: () => LEADER, answers: [Errors.leaderChanged()], requestTimeoutMs: 400 });
+    const t0 = performance.now();
+    await expect(api.leaseRenew(0x10n)).rejects.toThrow(Errors.timeout().message);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(400 - RENEW_RETRY_MS - 2);
+    // One attempt at once and one per throttle after it, within the timeout.
+    expect(forwarded.length).toBeGreaterThanOrEqual(2);
+    expect(forwarded.length).toBeLessThanOrEqual(400 / RENEW_RETRY_MS + 1);
+  });
+
+  it("passes a lease the leader does not know, or any other error, straight back", async () => {
+    const notFound = follower({ leader: () => LEADER, answers: [Errors.leaseNotFound()], requestTimeoutMs: 5000 });
+    await expect(notFound.api.leaseRenew(0x10n)).rejects.toThrow(Errors.leaseNotFound().message);
+    expect(notFound.forwarded.length).toBe(1);
+    const denied = follower({ leader: () => LEADER, answers: [Errors.permissionDenied()], requestTimeoutMs: 5000 });
+    await expect(denied.api.leaseRenew(0x10n)).rejects.toThrow(Errors.permissionDenied().message);
+    expect(denied.forwarded.length).toBe(1);
+  });
+
+  it("stops trying once the caller went away", async () => {
+    const { api, forwarded } = follower({ leader: () => LEADER, answers: [Errors.leaderChanged()], requestTimeoutMs: 5000 });
+    const ac = new AbortController();
+    const renewed = api.leaseRenew(0x10n, ac.signal);
+    await new Promise((r) => setTimeout(r, 2 * RENEW_RETRY_MS));
+    ac.abort();
+    await expect(renewed).rejects.toThrow("etcdserver: request cancelled");
+    const n = forwarded.length;
+    await new Promise((r) => setTimeout(r, 3 * RENEW_RETRY_MS));
+    expect(forwarded.length).toBe(n);
+  });
+});
