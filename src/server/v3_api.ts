@@ -239,21 +239,32 @@ export class V3Api implements V3Server {
 
   /**
    * etcd's LeaseRenew: the leader renews in its lessor; any other member forwards the renewal to
-   * the leader, and while there is no leader to take it (none elected, the one it knows is gone or
-   * no longer leads, or its own lessor is not primary yet) tries again every RENEW_RETRY_MS until
-   * etcd's request timeout, then answers "request timed out". A keep-alive through a follower
-   * thus rides out an election, as etcd's does, instead of failing the client's stream at once.
+   * the leader, and rides out an election while doing so (forwardToLeader).
    */
-  async leaseRenew(id: LeaseId, signal?: AbortSignal): Promise<number> {
+  leaseRenew(id: LeaseId, signal?: AbortSignal): Promise<number> {
+    return this.forwardToLeader(() => this.renewOnce(id), signal);
+  }
+
+  /**
+   * etcd's loop around a lease request a follower forwards to the leader (LeaseRenew,
+   * LeaseTimeToLive): while no leader takes it (none elected, the one known is gone or no longer
+   * leads, or its lessor is not primary yet) `attempt` runs again every RENEW_RETRY_MS, until
+   * etcd's request timeout; then the answer is "no leader" if none was known at the last attempt,
+   * else "request timed out". So a client's lease calls through a follower ride out an election
+   * instead of failing at its first moment.
+   */
+  private async forwardToLeader<T>(attempt: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     const deadline = Date.now() + (this.o.requestTimeoutMs ?? REQUEST_TIMEOUT_MS_DEFAULT);
     for (;;) {
+      let noLeader = false;
       try {
-        return await this.renewOnce(id);
+        return await attempt();
       } catch (e) {
         if (!(e instanceof LessorNotPrimaryError) && !isLeaderUnavailable(e)) throw e;
+        noLeader = e instanceof Error && e.message === Errors.noLeader().message;
       }
       if (signal?.aborted === true) throw Errors.canceled();
-      if (Date.now() + RENEW_RETRY_MS >= deadline) throw Errors.timeout();
+      if (Date.now() + RENEW_RETRY_MS >= deadline) throw noLeader ? Errors.noLeader() : Errors.timeout();
       await new Promise((resolve) => setTimeout(resolve, RENEW_RETRY_MS));
     }
   }
@@ -266,7 +277,12 @@ export class V3Api implements V3Server {
     return this.o.leaderClient.keepAlive(leader, url, id);
   }
 
-  async leaseTimeToLive(req: { ID: LeaseId; keys: boolean; token?: string }): Promise<{ ID: LeaseId; TTL: number; grantedTTL: number; keys: Uint8Array[] }> {
+  /** etcd's LeaseTimeToLive: answered by the leader's lessor, forwarded to it from any other member (forwardToLeader). */
+  leaseTimeToLive(req: { ID: LeaseId; keys: boolean; token?: string }, signal?: AbortSignal): Promise<{ ID: LeaseId; TTL: number; grantedTTL: number; keys: Uint8Array[] }> {
+    return this.forwardToLeader(() => this.timeToLiveOnce(req), signal);
+  }
+
+  private async timeToLiveOnce(req: { ID: LeaseId; keys: boolean; token?: string }): Promise<{ ID: LeaseId; TTL: number; grantedTTL: number; keys: Uint8Array[] }> {
     if (!this.o.raft.isLeader()) {
       const { leader, url } = this.leaderUrl();
       if (req.token !== undefined || this.ai === undefined || !req.keys) {

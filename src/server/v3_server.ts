@@ -117,7 +117,7 @@ export interface V3Server {
   leaseRenew(id: LeaseId, signal?: AbortSignal): Promise<number>;
   /** Answered by the leader's lessor (asked through the leader when this member is a follower). */
   /** `token`: the caller's, carried when a follower asks the leader (which checks it again). */
-  leaseTimeToLive(req: { ID: LeaseId; keys: boolean; token?: string }): Promise<{ ID: LeaseId; TTL: number; grantedTTL: number; keys: Uint8Array[] }>;
+  leaseTimeToLive(req: { ID: LeaseId; keys: boolean; token?: string }, signal?: AbortSignal): Promise<{ ID: LeaseId; TTL: number; grantedTTL: number; keys: Uint8Array[] }>;
   leaseLeases(): LeaseId[];
 
   // ---- Cluster

@@ -6,8 +6,8 @@
  * former leader failed the renewal queued for the new one; seen in metrics.test.ts, whose defrag
  * moves the leadership.) And while there is no leader, a follower tries the renewal again until a
  * leader takes it (etcd's LeaseRenew: every 50 ms, up to its request timeout): a keep-alive sent
- * through a follower the moment the leader dies is answered once the next leader is elected.
- * (etcetera answered "etcdserver: leader changed" at once.)
+ * (and a time-to-live) through a follower the moment the leader dies is answered once the next
+ * leader is elected. (etcetera answered "etcdserver: leader changed" at once.)
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Cluster, type Member } from "./harness.js";
@@ -49,18 +49,18 @@ describe("lease keep-alive through a follower", () => {
   });
 
   // Last: it kills the leader.
-  it("a keep-alive through a follower sent right after the leader died is answered by the next leader", { timeout: 120_000 }, async () => {
+  it("a keep-alive and a time-to-live through the followers, sent right after the leader died, are answered by the next leader", { timeout: 120_000 }, async () => {
     const out = await ctlOk(cluster, cluster.endpoints, "lease", "grant", "60");
     const lease = /^lease ([0-9a-f]+) granted/.exec(out)?.[1];
     expect(lease, out).toBeDefined();
     const { member: leader } = await agreedLeader(cluster);
-    const follower = cluster.members.find((m) => m !== leader)!;
-    // The follower still takes the dead member for its leader for up to an election timeout.
+    const [f1, f2] = cluster.members.filter((m) => m !== leader) as [Member, Member];
+    // The followers still take the dead member for their leader for up to an election timeout.
     await leader.kill("SIGKILL");
-    const renewed = await keepAliveOnce(follower, lease!);
-    expect(renewed, `keep-alive through ${follower.spec.name} after ${leader.spec.name} was killed`).toMatch(new RegExp(`^lease ${lease} keepalived with TTL\\(60\\)`));
+    const [renewed, ttl] = await Promise.all([keepAliveOnce(f1, lease!), ctlOk(cluster, f2.endpoint, "lease", "timetolive", lease!)]);
+    expect(renewed, `keep-alive through ${f1.spec.name} after ${leader.spec.name} was killed`).toMatch(new RegExp(`^lease ${lease} keepalived with TTL\\(60\\)`));
+    expect(ttl, `time-to-live through ${f2.spec.name} after ${leader.spec.name} was killed`).toMatch(new RegExp(`^lease ${lease} granted with TTL\\(60s\\), remaining\\(\\d+s\\)`));
     const next = await agreedLeader(cluster);
     expect(next.member).not.toBe(leader);
   });
 });
-

@@ -1,8 +1,9 @@
 /**
- * A follower's lease renewal (etcd's EtcdServer.LeaseRenew): forwarded to the leader and, while no
- * leader can take it (none elected, the one known is gone or no longer leads), tried again every
- * 50 ms until the request timeout, then "etcdserver: request timed out". Any other answer (a lease
- * the leader does not know, a TTL) ends it at once. Real stores, fake raft side and leader client.
+ * A follower's lease renewal and time-to-live (etcd's EtcdServer.LeaseRenew, LeaseTimeToLive):
+ * forwarded to the leader and, while no leader can take them (none elected, the one known is gone or
+ * no longer leads), tried again every 50 ms until the request timeout, then "etcdserver: request
+ * timed out" ("etcdserver: no leader" if none was known). Any other answer (a lease the leader does
+ * not know, a TTL) ends it at once. Real stores, fake raft side and leader client.
  */
 import { describe, expect, it } from "vitest";
 import { PasswordHasher } from "../../src/auth/password.js";
@@ -43,7 +44,12 @@ function follower(opts: { leader: () => NodeId; answers: Array<number | Error>; 
         if (a instanceof Error) throw a;
         return a;
       },
-      timeToLive: async () => Promise.reject(new Error("not used")),
+      timeToLive: async (leader, url) => {
+        forwarded.push({ leader, url, at: performance.now() });
+        const a = opts.answers[Math.min(forwarded.length, opts.answers.length) - 1]!;
+        if (a instanceof Error) throw a;
+        return { header: undefined, ID: 0x10n, TTL: a, grantedTTL: 60, keys: [] };
+      },
     },
     reconfigure: {
       addMember: async () => Promise.reject(new Error("not used")),
@@ -109,5 +115,19 @@ describe("lease renewal through a follower", () => {
     const n = forwarded.length;
     await new Promise((r) => setTimeout(r, 3 * RENEW_RETRY_MS));
     expect(forwarded.length).toBe(n);
+  });
+
+  it("answers 'no leader' when none was elected within the request timeout", async () => {
+    const { api, forwarded } = follower({ leader: () => NONE, answers: [30], requestTimeoutMs: 300 });
+    await expect(api.leaseRenew(0x10n)).rejects.toThrow(Errors.noLeader().message);
+    expect(forwarded).toEqual([]);
+  });
+
+  it("forwards a time-to-live the same way: tried again while the leader is unavailable, then its answer", async () => {
+    const { api, forwarded } = follower({ leader: () => LEADER, answers: [Errors.leaderChanged(), 25], requestTimeoutMs: 5000 });
+    expect(await api.leaseTimeToLive({ ID: 0x10n, keys: false })).toEqual({ ID: 0x10n, TTL: 25, grantedTTL: 60, keys: [] });
+    expect(forwarded.length).toBe(2);
+    const gone = follower({ leader: () => LEADER, answers: [Errors.leaderChanged()], requestTimeoutMs: 300 });
+    await expect(gone.api.leaseTimeToLive({ ID: 0x10n, keys: false })).rejects.toThrow(Errors.timeout().message);
   });
 });

@@ -55,7 +55,7 @@ export function leaseService(s: V3Server, quota: Quota): MemberHandlers<"etcdser
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         const { token } = credentialsOf(ctx);
-        const t = await (await authorized(s, ctx)).leaseTimeToLive({ ID: req.ID, keys: req.keys, ...(token === undefined ? {} : { token }) });
+        const t = await (await authorized(s, ctx)).leaseTimeToLive({ ID: req.ID, keys: req.keys, ...(token === undefined ? {} : { token }) }, ctx.signal);
         return { header: header(s), ...t };
       }),
 
