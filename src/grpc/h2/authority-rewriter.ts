@@ -196,9 +196,11 @@ export class AuthorityRewriter {
   private translate(block: OpenBlock): Buffer {
     const encoded = block.fragments.length === 1 ? block.fragments[0]! : Buffer.concat(block.fragments, block.bytes);
     const fields = this.decoder.decode(encoded);
-    for (const field of fields) {
+    for (let i = 0; i < fields.length; i++) {
+      const field = fields[i]!;
       if ((field.name === ":authority" || field.name === "host") && !isValidAuthority(field.value)) {
-        field.value = repairAuthority(field.value);
+        // A new field: the decoded ones may be the decoder's shared table entries.
+        fields[i] = { ...field, value: repairAuthority(field.value) };
         this.repaired++;
       }
     }

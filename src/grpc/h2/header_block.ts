@@ -18,11 +18,22 @@ const REQUEST_PSEUDO = new Set([":method", ":scheme", ":authority", ":path"]);
 export class MalformedRequest extends Error {}
 
 /**
+ * A request's header object: no inherited keys (its prototype has a null prototype, so a header
+ * named "constructor" or "__proto__" is an own property like any other, as with
+ * Object.create(null)), but built by a constructor, so V8 keeps its properties in fast mode with a
+ * hidden class shared by every request of the same header order. An Object.create(null) object is
+ * a hash dictionary from its first property: ~900 bytes per request on the leader's heap.
+ */
+function RequestHeaders(this: object): void {}
+RequestHeaders.prototype = Object.create(null) as object;
+const RequestHeadersCtor = RequestHeaders as unknown as new () => object;
+
+/**
  * The request's header object, as node:http2 builds it: a repeated field's values joined with
  * ", " (set-cookie kept as a list, cookie joined with "; ").
  */
 export function requestHeaders(fields: readonly HeaderField[]): IncomingHttpHeaders {
-  const headers: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
+  const headers = new RequestHeadersCtor() as Record<string, string | string[]>;
   let regularSeen = false;
   for (const { name, value } of fields) {
     if (name.charCodeAt(0) === 0x3a) {

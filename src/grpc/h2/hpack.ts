@@ -102,10 +102,13 @@ STATIC_TABLE.forEach(([name], i) => {
 });
 
 interface DynamicEntry {
-  name: string;
-  value: string;
+  /** Shared by every block that refers to the entry (decoded fields are never changed). */
+  field: Readonly<HeaderField>;
   size: number;
 }
+
+/** The static table as decoded fields, made once: an indexed field allocates nothing. */
+const STATIC_FIELDS: ReadonlyArray<Readonly<HeaderField>> = STATIC_TABLE.map(([name, value]) => Object.freeze({ name, value, neverIndexed: false }));
 
 export interface HpackDecoderOptions {
   /** The SETTINGS_HEADER_TABLE_SIZE we advertised: the largest table the peer may ask for. */
@@ -140,7 +143,11 @@ export class HpackDecoder {
     return { entries: this.dynamic.length, size: this.tableSize, maxSize: this.tableSizeMax };
   }
 
-  /** Decodes one complete header block (HEADERS + CONTINUATION fragments joined). */
+  /**
+   * Decodes one complete header block (HEADERS + CONTINUATION fragments joined). Indexed fields are
+   * the table's own frozen objects, shared by every block that refers to them: replace a field,
+   * never change it.
+   */
   decode(block: Buffer): HeaderField[] {
     this.block = block;
     this.pos = 0;
@@ -153,8 +160,7 @@ export class HpackDecoder {
         // 6.1 Indexed header field.
         const index = this.readInteger(7);
         if (index === 0) throw new HpackError("index 0");
-        const [name, value] = this.lookup(index);
-        field = { name, value, neverIndexed: false };
+        field = this.lookup(index);
       } else if (first & 0x40) {
         // 6.2.1 Literal with incremental indexing.
         field = this.readLiteral(6, false);
@@ -179,16 +185,16 @@ export class HpackDecoder {
     return fields;
   }
 
-  private lookup(index: number): readonly [string, string] {
-    if (index <= STATIC_COUNT) return STATIC_TABLE[index - 1]!;
+  private lookup(index: number): Readonly<HeaderField> {
+    if (index <= STATIC_COUNT) return STATIC_FIELDS[index - 1]!;
     const entry = this.dynamic[this.dynamic.length - 1 - (index - STATIC_COUNT - 1)];
     if (!entry) throw new HpackError(`index ${index} beyond the table (${STATIC_COUNT + this.dynamic.length} entries)`);
-    return [entry.name, entry.value];
+    return entry.field;
   }
 
   private readLiteral(prefixBits: number, neverIndexed: boolean): HeaderField {
     const nameIndex = this.readInteger(prefixBits);
-    const name = nameIndex === 0 ? this.readString() : this.lookup(nameIndex)[0];
+    const name = nameIndex === 0 ? this.readString() : this.lookup(nameIndex).name;
     const value = this.readString();
     return { name, value, neverIndexed };
   }
@@ -198,7 +204,7 @@ export class HpackDecoder {
     const size = name.length + value.length + ENTRY_OVERHEAD;
     this.evict(size);
     if (size <= this.tableSizeMax) {
-      this.dynamic.push({ name, value, size });
+      this.dynamic.push({ field: Object.freeze({ name, value, neverIndexed: false }), size });
       this.tableSize += size;
     }
   }

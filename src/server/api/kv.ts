@@ -8,7 +8,7 @@ import { checkPutRequest, checkTxnRequest } from "../../mvcc/txn_check.js";
 import { putCost, txnCost, txnHasPut } from "../../mvcc/txn_rules.js";
 import { Errors } from "../errors.js";
 import type { V3Server } from "../v3_server.js";
-import { authorized } from "./authorize.js";
+import { actingMember, authorized } from "./authorize.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 import type { Quota } from "./quota.js";
@@ -19,7 +19,8 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (!req.key || req.key.length === 0) throw Errors.emptyKey();
-        const r = await (await authorized(s, ctx)).range(req, ctx.signal);
+        const m = actingMember(s, ctx);
+        const r = await (m instanceof Promise ? await m : m).range(req, ctx.signal);
         return { header: header(s, r.revision), kvs: r.kvs, more: r.more, count: r.count };
       }),
 
@@ -27,8 +28,10 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         checkPutRequest(req);
-        await quota.check(putCost(req));
-        const { response, revision } = await (await authorized(s, ctx)).put(req);
+        const over = quota.check(putCost(req));
+        if (over !== undefined) await over;
+        const m = actingMember(s, ctx);
+        const { response, revision } = await (m instanceof Promise ? await m : m).put(req);
         return { header: header(s, revision), ...response };
       }),
 
@@ -36,7 +39,8 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (!req.key || req.key.length === 0) throw Errors.emptyKey();
-        const { response, revision } = await (await authorized(s, ctx)).deleteRange(req);
+        const m = actingMember(s, ctx);
+        const { response, revision } = await (m instanceof Promise ? await m : m).deleteRange(req);
         return { header: header(s, revision), ...response };
       }),
 
@@ -44,8 +48,10 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         checkTxnRequest(req, s.limits.maxTxnOps);
-        if (txnHasPut(req)) await quota.check(txnCost(req));
-        const { response, revision } = await (await authorized(s, ctx)).txn(req, ctx.signal);
+        const over = txnHasPut(req) ? quota.check(txnCost(req)) : undefined;
+        if (over !== undefined) await over;
+        const m = actingMember(s, ctx);
+        const { response, revision } = await (m instanceof Promise ? await m : m).txn(req, ctx.signal);
         return { header: header(s, revision), ...response };
       }),
 

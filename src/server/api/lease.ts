@@ -17,7 +17,8 @@ export function leaseService(s: V3Server, quota: Quota): MemberHandlers<"etcdser
     LeaseGrant: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
-        await quota.check(0);
+        const over = quota.check(0);
+        if (over !== undefined) await over;
         // Checked before proposing: a TTL beyond 2^53 would not survive the trip through the log.
         if (req.TTL > MAX_LEASE_TTL_SEC) throw Errors.leaseTTLTooLarge();
         const { response, revision } = await (await authorized(s, ctx)).leaseGrant({ ID: req.ID, TTL: req.TTL }, ctx.signal);

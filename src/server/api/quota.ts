@@ -21,15 +21,20 @@ export class Quota {
 
   constructor(private readonly s: V3Server) {}
 
-  /** Throws NOSPACE, after the alarm is applied (as etcd raises it before answering). */
-  async check(costBytes: number): Promise<void> {
+  /**
+   * Throws NOSPACE while the alarm is active. A write that would pass the quota gets a promise
+   * that rejects with NOSPACE once the alarm is applied (as etcd raises it before answering); a
+   * write within it gets undefined, at once: not an async call per write (`if (p) await p`).
+   */
+  check(costBytes: number): Promise<never> | undefined {
     const s = this.s;
     if (s.hasAlarm(AlarmType.NOSPACE)) throw Errors.noSpace();
     const quota = s.limits.quotaBackendBytes;
-    if (quota === null) return;
-    if (this.dbSizeBytes() + costBytes + KV_OVERHEAD_BYTES <= quota) return;
-    await this.raise();
-    throw Errors.noSpace();
+    if (quota === null) return undefined;
+    if (this.dbSizeBytes() + costBytes + KV_OVERHEAD_BYTES <= quota) return undefined;
+    return this.raise().then(() => {
+      throw Errors.noSpace();
+    });
   }
 
   private dbSizeBytes(): number {
