@@ -39,14 +39,16 @@ import type { Applied, AuthChangeRequest, Credentials, MemberStatus, RequestLimi
 /** Authenticate retries while the auth revision moves under it (etcd loops; here a bound). */
 const AUTHENTICATE_ATTEMPTS_MAX = 16;
 
-/** etcd's ReqTimeout with its default election timeout (1 s), for a V3Api built without one. */
-const REQUEST_TIMEOUT_MS_DEFAULT = 7000;
 /** etcd's throttle between a follower's attempts to renew a lease on the leader. */
 export const RENEW_RETRY_MS = 50;
 
-/** The leader could not take a forwarded request: none, gone, or no longer leading (all UNAVAILABLE). */
-function isLeaderUnavailable(e: unknown): boolean {
-  if (!(e instanceof Error) || e instanceof LessorNotPrimaryError) return false;
+/**
+ * No leader could take a forwarded lease request: none, gone, or no longer leading (UNAVAILABLE,
+ * but not the request's own timeout), or this member leads and its lessor is not primary yet.
+ */
+function leaderUnavailable(e: unknown): boolean {
+  if (e instanceof LessorNotPrimaryError) return true;
+  if (!(e instanceof Error)) return false;
   const err = toEtcdError(e);
   return err.code === Status.UNAVAILABLE && err.message !== Errors.timeout().message;
 }
@@ -68,8 +70,8 @@ export interface V3ApiOptions {
   passwords: PasswordHasher;
   backend: { sizeBytes(): number; sizeInUseBytes(): number };
   snapshots: Pick<Snapshots, "client">;
-  /** etcd's ReqTimeout (5 s + 2 election timeouts): how long a follower's lease renewal waits for a leader. */
-  requestTimeoutMs?: number;
+  /** etcd's ReqTimeout (5 s + 2 election timeouts): how long a follower's lease request waits for a leader. */
+  requestTimeoutMs: number;
   /** Keep-alives and time-to-live of a follower go to the leader's lessor through it. */
   leaderClient: Pick<LeaderClient, "keepAlive" | "timeToLive">;
   /** Runs before a MoveLeader transfer (lease checkpoints, so the next leader keeps what is left). */
@@ -254,13 +256,13 @@ export class V3Api implements V3Server {
    * instead of failing at its first moment.
    */
   private async forwardToLeader<T>(attempt: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    const deadline = Date.now() + (this.o.requestTimeoutMs ?? REQUEST_TIMEOUT_MS_DEFAULT);
+    const deadline = Date.now() + this.o.requestTimeoutMs;
     for (;;) {
       let noLeader = false;
       try {
         return await attempt();
       } catch (e) {
-        if (!(e instanceof LessorNotPrimaryError) && !isLeaderUnavailable(e)) throw e;
+        if (!leaderUnavailable(e)) throw e;
         noLeader = e instanceof Error && e.message === Errors.noLeader().message;
       }
       if (signal?.aborted === true) throw Errors.canceled();

@@ -6,59 +6,32 @@
  * not know, a TTL) ends it at once. Real stores, fake raft side and leader client.
  */
 import { describe, expect, it } from "vitest";
-import { PasswordHasher } from "../../src/auth/password.js";
 import { NONE, type NodeId } from "../../src/raft/types.js";
 import { Errors } from "../../src/server/errors.js";
-import { RENEW_RETRY_MS, V3Api } from "../../src/server/v3_api.js";
-import { memberStores } from "./stores.js";
+import { RENEW_RETRY_MS } from "../../src/server/v3_api.js";
+import { v3ApiWith } from "./v3_api_fixture.js";
 
 const LEADER = 7n;
 
 /** `answers`: what each forwarded renewal gets in turn (an Error is thrown); the last one repeats. */
 function follower(opts: { leader: () => NodeId; answers: Array<number | Error>; requestTimeoutMs: number }) {
-  const { backend, lessor, kv, watchable, alarms, auth, tokens, membership } = memberStores();
-  membership.add({ id: LEADER, name: "n7", peerUrls: ["http://127.0.0.1:1"], clientUrls: ["http://127.0.0.1:2"], isLearner: false });
   const forwarded: Array<{ leader: NodeId; url: string; at: number }> = [];
-  const api = new V3Api({
-    memberId: 1n,
-    clusterId: 2n,
+  /** The next answer in turn for a forwarded call (an Error is thrown); the last one repeats. */
+  const answer = (leader: NodeId, url: string): number => {
+    forwarded.push({ leader, url, at: performance.now() });
+    const a = opts.answers[Math.min(forwarded.length, opts.answers.length) - 1]!;
+    if (a instanceof Error) throw a;
+    return a;
+  };
+  const { api, stores } = v3ApiWith({
     requestTimeoutMs: opts.requestTimeoutMs,
-    limits: { maxTxnOps: 128, maxRequestBytes: 1 << 20, quotaBackendBytes: null, electionMs: 1000 },
     raft: { leader: opts.leader, isLeader: () => false, raftTerm: () => 3, committed: () => 0, applied: () => 0, isLearner: () => false, moveLeader: async () => {} },
-    propose: async () => Promise.reject(new Error("not used")),
-    readIndex: { notify: async () => {} },
-    kv,
-    watchable,
-    lessor,
-    alarms,
-    membership,
-    auth,
-    tokens,
-    passwords: new PasswordHasher({ cost: 4 }),
-    backend,
-    snapshots: { client: async () => Promise.reject(new Error("not used")) },
     leaderClient: {
-      keepAlive: async (leader, url) => {
-        forwarded.push({ leader, url, at: performance.now() });
-        const a = opts.answers[Math.min(forwarded.length, opts.answers.length) - 1]!;
-        if (a instanceof Error) throw a;
-        return a;
-      },
-      timeToLive: async (leader, url) => {
-        forwarded.push({ leader, url, at: performance.now() });
-        const a = opts.answers[Math.min(forwarded.length, opts.answers.length) - 1]!;
-        if (a instanceof Error) throw a;
-        return { header: undefined, ID: 0x10n, TTL: a, grantedTTL: 60, keys: [] };
-      },
+      keepAlive: async (leader, url) => answer(leader, url),
+      timeToLive: async (leader, url) => ({ header: undefined, ID: 0x10n, TTL: answer(leader, url), grantedTTL: 60, keys: [] }),
     },
-    reconfigure: {
-      addMember: async () => Promise.reject(new Error("not used")),
-      removeMember: async () => Promise.reject(new Error("not used")),
-      updateMember: async () => Promise.reject(new Error("not used")),
-      promoteMember: async () => Promise.reject(new Error("not used")),
-    },
-    defragment: async () => Promise.reject(new Error("not used")),
   });
+  stores.membership.add({ id: LEADER, name: "n7", peerUrls: ["http://127.0.0.1:1"], clientUrls: ["http://127.0.0.1:2"], isLearner: false });
   return { api, forwarded };
 }
 

@@ -5,48 +5,23 @@
  * fake raft side (a ReadIndex the test releases, a proposer that records).
  */
 import { describe, expect, it } from "vitest";
-import { PasswordHasher } from "../../src/auth/password.js";
 import type { ApplyOutcome } from "../../src/server/apply.js";
 import type { ProposedRequest } from "../../src/server/raft_request.js";
-import { V3Api } from "../../src/server/v3_api.js";
-import { memberStores } from "./stores.js";
+import { v3ApiWith } from "./v3_api_fixture.js";
 
 const b = (s: string) => Buffer.from(s);
 function setup() {
-  const { backend, lessor, kv, watchable, alarms, auth, tokens, membership } = memberStores();
   const reads: Array<() => void> = [];
   const proposed: ProposedRequest[] = [];
   let answer: ApplyOutcome = { revision: 1, response: {} };
-  const api = new V3Api({
-    memberId: 1n,
-    clusterId: 2n,
-    limits: { maxTxnOps: 128, maxRequestBytes: 1 << 20, quotaBackendBytes: null, electionMs: 1000 },
-    raft: { leader: () => 1n, isLeader: () => true, raftTerm: () => 3, committed: () => 0, applied: () => 0, isLearner: () => false, moveLeader: async () => {} },
+  const { api, stores } = v3ApiWith({
     propose: async (req) => {
       proposed.push(req);
       return answer;
     },
     readIndex: { notify: () => new Promise<void>((resolve) => reads.push(resolve)) },
-    kv,
-    watchable,
-    lessor,
-    alarms,
-    membership,
-    auth,
-    tokens,
-    passwords: new PasswordHasher({ cost: 4 }),
-    backend,
-    snapshots: { client: async () => Promise.reject(new Error("not used")) },
-    leaderClient: { keepAlive: async () => 0, timeToLive: async () => Promise.reject(new Error("not used")) },
-    reconfigure: {
-      addMember: async () => Promise.reject(new Error("not used")),
-      removeMember: async () => Promise.reject(new Error("not used")),
-      updateMember: async () => Promise.reject(new Error("not used")),
-      promoteMember: async () => Promise.reject(new Error("not used")),
-    },
-    defragment: async () => Promise.reject(new Error("not used")),
   });
-  return { api, kv, reads, proposed, setAnswer: (o: ApplyOutcome) => (answer = o) };
+  return { api, kv: stores.kv, reads, proposed, setAnswer: (o: ApplyOutcome) => (answer = o) };
 }
 
 const tick = () => new Promise((r) => setImmediate(r));

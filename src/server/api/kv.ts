@@ -8,7 +8,7 @@ import { checkPutRequest, checkTxnRequest } from "../../mvcc/txn_check.js";
 import { putCost, txnCost, txnHasPut } from "../../mvcc/txn_rules.js";
 import { Errors } from "../errors.js";
 import type { V3Server } from "../v3_server.js";
-import { actingMember, authorized } from "./authorize.js";
+import { asActingMember, authorized } from "./authorize.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 import type { Quota } from "./quota.js";
@@ -19,8 +19,7 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (!req.key || req.key.length === 0) throw Errors.emptyKey();
-        const m = actingMember(s, ctx);
-        const r = await (m instanceof Promise ? await m : m).range(req, ctx.signal);
+        const r = await asActingMember(s, ctx, (m) => m.range(req, ctx.signal));
         return { header: header(s, r.revision), kvs: r.kvs, more: r.more, count: r.count };
       }),
 
@@ -30,8 +29,7 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
         checkPutRequest(req);
         const over = quota.check(putCost(req));
         if (over !== undefined) await over;
-        const m = actingMember(s, ctx);
-        const { response, revision } = await (m instanceof Promise ? await m : m).put(req);
+        const { response, revision } = await asActingMember(s, ctx, (m) => m.put(req));
         return { header: header(s, revision), ...response };
       }),
 
@@ -39,8 +37,7 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (!req.key || req.key.length === 0) throw Errors.emptyKey();
-        const m = actingMember(s, ctx);
-        const { response, revision } = await (m instanceof Promise ? await m : m).deleteRange(req);
+        const { response, revision } = await asActingMember(s, ctx, (m) => m.deleteRange(req));
         return { header: header(s, revision), ...response };
       }),
 
@@ -50,8 +47,7 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
         checkTxnRequest(req, s.limits.maxTxnOps);
         const over = txnHasPut(req) ? quota.check(txnCost(req)) : undefined;
         if (over !== undefined) await over;
-        const m = actingMember(s, ctx);
-        const { response, revision } = await (m instanceof Promise ? await m : m).txn(req, ctx.signal);
+        const { response, revision } = await asActingMember(s, ctx, (m) => m.txn(req, ctx.signal));
         return { header: header(s, revision), ...response };
       }),
 
