@@ -16,6 +16,7 @@ import { RequestQueue, cancelledError } from "./request-queue.js";
 import { ServerCall } from "./server_call.js";
 import { type InvokedCall, invokeSingleRequest, invokeStreamingRequest } from "./invoke.js";
 import { GrpcError, Status, encodeGrpcMessage, toGrpcError } from "./status.js";
+import { H2Stream, type StreamSink } from "./h2/stream.js";
 
 /** A method as registered on the server: its descriptor and handler. */
 export interface RegisteredMethod {
@@ -91,7 +92,7 @@ function onStreamError(): void {
 
 type ReadState = "open" | "ended";
 
-export class Http2Call extends ServerCall implements InvokedCall, MessageSink {
+export class Http2Call extends ServerCall implements InvokedCall, MessageSink, StreamSink {
   readonly method: string;
   readonly deadline: number | undefined;
   private readonly stream: CallStream;
@@ -135,11 +136,17 @@ export class Http2Call extends ServerCall implements InvokedCall, MessageSink {
     } else {
       this.startedAtMs = 0;
     }
-    stream.on("data", onStreamData);
-    stream.on("end", onStreamEnd);
-    stream.on("close", onStreamClose);
-    stream.on("error", onStreamError);
-    stream.on("wantTrailers", onStreamWantTrailers);
+    const own: unknown = stream;
+    if (own instanceof H2Stream) {
+      // Our engine's stream calls the call directly (it never emits 'error': resets are 'close').
+      own.attach(this);
+    } else {
+      stream.on("data", onStreamData);
+      stream.on("end", onStreamEnd);
+      stream.on("close", onStreamClose);
+      stream.on("error", onStreamError);
+      stream.on("wantTrailers", onStreamWantTrailers);
+    }
     if (timeoutMs !== undefined) {
       this.deadline = Date.now() + timeoutMs;
       this.timer = setTimeout(() => this.onDeadline(), timeoutMs);

@@ -105,6 +105,8 @@ class RowCache {
   private order: number[] = [];
   private head = 0;
   private bytes = 0;
+  /** The highest revision ever cached. */
+  private highest = 0;
 
   get(rev: number): KvRow | undefined {
     return this.rows.get(rev);
@@ -113,9 +115,15 @@ class RowCache {
   set(row: KvRow): void {
     const cost = rowCost(row);
     if (cost > ROW_CACHE_BYTES_MAX / 64) return;
-    const had = this.rows.get(row.rev);
-    if (had !== undefined) this.bytes -= rowCost(had);
-    else this.order.push(row.rev);
+    // A revision's row never changes, so one cached already stays as it is. A put's revision is
+    // above every cached one and needs no lookup: at 1,000 clients the Map's lookups (a table of
+    // ~40k rows, a cache miss each) were 2.4% of the leader's main thread, 5 per put before.
+    if (row.rev <= this.highest) {
+      if (this.rows.has(row.rev)) return;
+    } else {
+      this.highest = row.rev;
+    }
+    this.order.push(row.rev);
     this.rows.set(row.rev, row);
     this.bytes += cost;
     while (this.bytes > ROW_CACHE_BYTES_MAX) this.evictOldest();
@@ -132,8 +140,10 @@ class RowCache {
   private evictOldest(): void {
     while (this.head < this.order.length) {
       const rev = this.order[this.head++]!;
-      if (this.rows.has(rev)) {
-        this.delete(rev);
+      const row = this.rows.get(rev);
+      if (row !== undefined) {
+        this.rows.delete(rev);
+        this.bytes -= rowCost(row);
         return;
       }
     }
