@@ -6,7 +6,8 @@
  *
  * Memory matters (one keyIndex per key, millions of keys), so a keyIndex is a
  * flat array of doubles: for each generation [created, ver, n, rev_1..rev_n],
- * revisions packed (see revision.ts). A key that was put once costs one
+ * revisions packed (see revision.ts) and `created` the main revision of the generation's first
+ * put (a kv's create_revision, as the row holds it). A key that was put once costs one
  * 4-element array. Arrays are copied while small so they keep exact capacity
  * (V8 grows a pushed array by ~1.5x + 16 slots).
  *
@@ -23,7 +24,7 @@ const SMALL_ARRAY_MAX = 32;
 
 /** A keyIndex whose first revision is `rev` (a put on a new key). */
 export function kiNew(rev: number): KeyIndex {
-  return [rev, 1, 1, rev];
+  return [revMain(rev), 1, 1, rev];
 }
 
 /** Rebuilt from a surviving backend row (etcd keyIndex.restore): the generation's older revisions may be compacted away. */
@@ -56,7 +57,7 @@ export function kiPut(ki: KeyIndex, rev: number): KeyIndex {
   invariant(rev > kiModified(ki), 'keyIndex put revision must exceed the modified revision');
   const out = ki.length < SMALL_ARRAY_MAX ? ki.slice() : ki;
   const o = lastGenOffset(out);
-  if (out[o + 2] === 0) out[o] = rev;
+  if (out[o + 2] === 0) out[o] = revMain(rev);
   out[o + 1]!++;
   out[o + 2]!++;
   out.push(rev);
@@ -69,6 +70,23 @@ export function kiTombstone(ki: KeyIndex, rev: number): KeyIndex | null {
   const out = kiPut(ki, rev);
   out.push(0, 0, 0);
   return out;
+}
+
+/**
+ * The create revision (main) of the key's current generation: a put takes it from here as etcd's
+ * keyIndex.get hands it over, instead of reading the live row back (issue 18). The key must be alive.
+ */
+export function kiCreated(ki: KeyIndex): number {
+  const o = lastGenOffset(ki);
+  invariant(ki[o + 2]! > 0, 'keyIndex create revision of a key that is not alive');
+  return ki[o]!;
+}
+
+/** The version of the key's live revision (puts in the current generation). The key must be alive. */
+export function kiVersion(ki: KeyIndex): number {
+  const o = lastGenOffset(ki);
+  invariant(ki[o + 2]! > 0, 'keyIndex version of a key that is not alive');
+  return ki[o + 1]!;
 }
 
 /** True if the key is alive (current generation non-empty). */

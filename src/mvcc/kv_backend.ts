@@ -236,6 +236,11 @@ export class KvBackend {
     this.cache.set(ownRow(row));
   }
 
+  /** The row of a revision if the cache holds it; never reads the table. */
+  cachedKv(rev: number): KvRow | undefined {
+    return this.cache.get(rev);
+  }
+
   getKv(rev: number): KvRow | undefined {
     const cached = this.cache.get(rev);
     if (cached !== undefined) return cached;

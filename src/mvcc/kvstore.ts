@@ -188,6 +188,7 @@ export class KvStore implements StoreCore {
     this.backend.bind(tx);
     this.epoch++;
     this.index.clear();
+    this.keyLeases = new Map();
     this.currentRev = 1;
     this.compactMainRev = -1;
     this.compactionChain = Promise.resolve();
@@ -240,12 +241,12 @@ export class KvStore implements StoreCore {
       invariant(revMain(r) <= Math.max(this.compactMainRev, 0), 'tombstone without history above the compaction');
       b.deleteKv(r);
     }
-    this.leasedKeys = keyToLease;
+    this.keyLeases = keyToLease;
     this.attachLeasedKeys();
   }
 
-  /** Keys that carried a lease when the index was rebuilt, until handed to the lessor. */
-  private leasedKeys = new Map<string, LeaseId>();
+  /** StoreCore: every live key's lease (0 not kept), rebuilt with the index, kept by each put and delete. */
+  keyLeases = new Map<string, LeaseId>();
 
   /**
    * Recovery: tells the lessor which keys carry which lease (etcd restore calls
@@ -253,14 +254,13 @@ export class KvStore implements StoreCore {
    */
   private attachLeasedKeys(): void {
     if (this.leases === NO_LEASES) return;
-    for (const [k, id] of this.leasedKeys) {
+    for (const [k, id] of this.keyLeases) {
       try {
         this.leases.attach(id, keyFromString(k));
       } catch {
         // The lease is gone (revoked in a later entry being re-applied); the key will be deleted then.
       }
     }
-    this.leasedKeys = new Map();
   }
 
   private hasMeta(name: string): boolean {

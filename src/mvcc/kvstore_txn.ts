@@ -14,7 +14,7 @@ import { ErrCompacted, ErrFutureRev, ErrKeyNotFound, ErrLeaseNotFound, invariant
 import { type LeaseHooks, NO_LEASES } from './lease_hooks.js';
 import { packRev, revMain, SUB_MAX } from './revision.js';
 import { txnHasWrite } from './txn_rules.js';
-import { kiGet } from './key_index.js';
+import { type KeyIndex, kiCreated, kiGet, kiVersion } from './key_index.js';
 import { type KeyRange, keyFromString, keyToString, type TreeIndex } from './tree_index.js';
 import {
   bytesOf,
@@ -49,6 +49,11 @@ export interface StoreCore {
   currentRev: number;
   /** Reads below it fail; -1 until the first compaction (as etcd). */
   compactMainRev: number;
+  /**
+   * The lease of every live key that has one (etcd's lessor itemMap, kept by the store): a put
+   * learns the lease it replaces without reading the key's row.
+   */
+  readonly keyLeases: Map<string, LeaseId>;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -134,42 +139,51 @@ export class KvTxn {
     return packRev(this.beginRev + 1, this.changes.length);
   }
 
-  /** The live kv of a key at this transaction's revision, if any. */
-  private current(key: string): KvRow | undefined {
-    const r = this.core.index.get(key, this.rev());
-    return r < 0 ? undefined : this.liveRow(r);
-  }
-
-  /** The backend row of a revision the index holds as live. */
-  private liveRow(r: number): KvRow {
-    const row = this.core.backend.getKv(r);
-    invariant(row !== undefined && !row.tombstone, 'live index revision missing from backend');
-    return row;
-  }
-
   /** etcd storeTxnWrite.put. */
   put(key: Uint8Array, value: Uint8Array, lease: LeaseId): void {
     const k = keyToString(key);
-    // One index lookup for the read of the live revision and for the put below.
+    // One index lookup for the live revision, its create revision and version, and the put below;
+    // the live row itself is not read (etcd's put takes these from its keyIndex and the lease
+    // from its lessor): at 1,000 clients over 50,000 keys that read was 3.5% of the leader's main
+    // thread, a SQLite read for every key written longer ago than the row cache holds.
     const history = this.core.index.history(k);
     const liveRev = history === undefined ? -1 : kiGet(history, this.rev());
-    const prev = liveRev < 0 ? undefined : this.liveRow(liveRev);
-    const rev = this.nextRev();
     const main = this.beginRev + 1;
-    const row: KvRow = {
-      rev,
-      key: asBuffer(key),
-      value: asBuffer(value),
-      createRev: prev ? prev.createRev : main,
-      version: prev ? prev.version + 1 : 1,
-      lease,
-      tombstone: false,
-    };
+    let createRev = main;
+    let version = 1;
+    let prevLease: LeaseId = 0;
+    if (liveRev >= 0) {
+      const h = history as KeyIndex;
+      createRev = kiCreated(h);
+      version = kiVersion(h) + 1;
+      prevLease = this.core.keyLeases.get(k) ?? 0;
+      this.checkLive(liveRev, createRev, version - 1, prevLease);
+    }
+    const rev = this.nextRev();
+    const row: KvRow = { rev, key: asBuffer(key), value: asBuffer(value), createRev, version, lease, tombstone: false };
     this.core.backend.putKv(row);
     this.core.index.putAfter(k, history, rev);
     this.changes.push({ type: EventType.PUT, kv: rowToKv(row) });
-    if (prev && prev.lease !== 0) this.core.leases.detach(prev.lease, row.key);
-    if (lease !== 0) this.core.leases.attach(lease, row.key);
+    if (prevLease !== 0) this.core.leases.detach(prevLease, row.key);
+    if (lease !== 0) {
+      this.core.leases.attach(lease, row.key);
+      this.core.keyLeases.set(k, lease);
+    } else if (prevLease !== 0) {
+      this.core.keyLeases.delete(k);
+    }
+  }
+
+  /**
+   * What the index and the lease map say of a live revision must be what its row holds: checked
+   * whenever the row is in the cache anyway (no read is added for it).
+   */
+  private checkLive(liveRev: number, createRev: number, version: number, lease: LeaseId): void {
+    const row = this.core.backend.cachedKv(liveRev);
+    if (row === undefined) return;
+    invariant(
+      !row.tombstone && row.createRev === createRev && row.version === version && BigInt(row.lease) === BigInt(lease),
+      `live revision ${liveRev}: the index and lease map say create ${createRev}, version ${version}, lease ${lease}; the row holds ${row.createRev}, ${row.version}, ${row.lease}`,
+    );
   }
 
   /** etcd storeTxnWrite.deleteRange: tombstones every live key of the range; returns how many. */
@@ -183,8 +197,13 @@ export class KvTxn {
   }
 
   private delete(k: string): void {
-    const prev = this.current(k);
-    invariant(prev !== undefined, 'deleting a key that is not alive');
+    // As a put: the live revision from the index, its lease from the lease map, no row read.
+    const history = this.core.index.history(k);
+    const liveRev = history === undefined ? -1 : kiGet(history, this.rev());
+    invariant(liveRev >= 0, 'deleting a key that is not alive');
+    const h = history as KeyIndex;
+    const prevLease = this.core.keyLeases.get(k) ?? 0;
+    this.checkLive(liveRev, kiCreated(h), kiVersion(h), prevLease);
     const rev = this.nextRev();
     const key = keyFromString(k);
     this.core.backend.putKv({ rev, key, value: EMPTY, createRev: 0, version: 0, lease: 0, tombstone: true });
@@ -193,7 +212,10 @@ export class KvTxn {
       type: EventType.DELETE,
       kv: { key, createRevision: 0, modRevision: this.beginRev + 1, version: 0, value: EMPTY, lease: 0 },
     });
-    if (prev.lease !== 0) this.core.leases.detach(prev.lease, key);
+    if (prevLease !== 0) {
+      this.core.leases.detach(prevLease, key);
+      this.core.keyLeases.delete(k);
+    }
   }
 
   /** Ends the transaction: the store's revision moves if anything changed. Returns the events. */

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { KvStore, type KvStoreOptions } from '../../src/mvcc/kvstore.js';
 import type { KeyValue } from '../../src/mvcc/types.js';
+import type { LeaseHooks } from '../../src/mvcc/lease_hooks.js';
 
 export function b(s: string): Buffer {
   return Buffer.from(s, 'latin1');
@@ -37,4 +38,24 @@ export function plainKv(kv: KeyValue): { key: string; value: string; createRevis
 
 export function macrotask(): Promise<void> {
   return new Promise((r) => setImmediate(r));
+}
+
+/** A lessor that records the store's attach and detach calls (`leases`: granted ids and their keys). */
+export class FakeLessor implements LeaseHooks {
+  readonly leases = new Map<number, Set<string>>();
+  readonly calls: string[] = [];
+  constructor(ids: number[] = []) {
+    for (const id of ids) this.leases.set(id, new Set());
+  }
+  exists(id: number): boolean {
+    return this.leases.has(id);
+  }
+  attach(id: number, key: Uint8Array): void {
+    this.calls.push(`attach ${id} ${s(key)}`);
+    this.leases.get(id)!.add(s(key));
+  }
+  detach(id: number, key: Uint8Array): void {
+    this.calls.push(`detach ${id} ${s(key)}`);
+    this.leases.get(id)?.delete(s(key));
+  }
 }

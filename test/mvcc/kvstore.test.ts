@@ -6,11 +6,10 @@ import { Status } from '../../src/grpc/status.js';
 import { ErrCompacted, ErrDuplicateKey, ErrEmptyKey, ErrFutureRev, ErrLeaseNotFound } from '../../src/mvcc/errors.js';
 import { toEtcdError } from '../../src/server/errors.js';
 import type { KvStore } from '../../src/mvcc/kvstore.js';
-import type { LeaseHooks } from '../../src/mvcc/lease_hooks.js';
 import { type CompareTarget, type Event, EventType } from '../../src/mvcc/types.js';
 import { packRev } from '../../src/mvcc/revision.js';
 import { checkTxnRequest, ErrTooManyOps } from '../../src/mvcc/txn_check.js';
-import { b, openStore, s, tmpDir } from './helpers.js';
+import { b, FakeLessor, openStore, s, tmpDir } from './helpers.js';
 
 const dirs: string[] = [];
 const stores: KvStore[] = [];
@@ -26,21 +25,6 @@ afterEach(() => {
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 });
 
-class FakeLessor implements LeaseHooks {
-  leases = new Map<number, Set<string>>();
-  calls: string[] = [];
-  exists(id: number): boolean {
-    return this.leases.has(id);
-  }
-  attach(id: number, key: Uint8Array): void {
-    this.calls.push(`attach ${id} ${s(key)}`);
-    this.leases.get(id)!.add(s(key));
-  }
-  detach(id: number, key: Uint8Array): void {
-    this.calls.push(`detach ${id} ${s(key)}`);
-    this.leases.get(id)?.delete(s(key));
-  }
-}
 
 describe('kv store', () => {
   it('starts at revision 1; each modifying request is one revision; no-op deletes and read-only txns are not', () => {
