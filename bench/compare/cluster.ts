@@ -141,6 +141,11 @@ export class BenchCluster {
     await gone;
   }
 
+  /** Member `i`'s standard output from now on (e.g. V8's --trace-gc-nvp lines), while it runs. */
+  onStdout(i: number, listener: (chunk: Buffer) => void): void {
+    this.members[i]?.proc?.stdout?.on("data", listener);
+  }
+
   /** Peak RSS (VmHWM) per member, bytes; 0 for a member that is gone. */
   peakRss(): number[] {
     return this.pids().map((pid) => (pid > 0 ? (procStatusBytes(pid, "VmHWM") ?? 0) : 0));
