@@ -355,11 +355,24 @@ export class WAL {
     this.closed = true;
     while (this.flushing) await this.flushing;
     await this.releasing;
-    await this.pipeline.close();
-    await this.tail.close();
-    await this.tailDsync?.close();
+    // Every handle is released even when one fails to close (a dead disk or mount answers EIO or
+    // ENOTCONN): a FileHandle left to the garbage collector fails there instead, as an uncaught
+    // exception at some later moment. The first failure is reported once all are closed.
+    const failures: unknown[] = [];
+    const release = async (close: () => Promise<void> | void): Promise<void> => {
+      try {
+        await close();
+      } catch (err) {
+        failures.push(err);
+      }
+    };
+    await release(() => this.pipeline.close());
+    await release(() => this.tail.close());
+    const dsync = this.tailDsync;
     this.tailDsync = undefined;
-    for (const s of this.segments) this.closeReadFd(s);
+    if (dsync !== undefined) await release(() => dsync.close());
+    for (const s of this.segments) await release(() => this.closeReadFd(s));
+    if (failures.length > 0) throw failures[0];
   }
 
   /** Term of entry i if the WAL holds it (written, not released), else undefined. No I/O. */
@@ -651,8 +664,9 @@ export class WAL {
   }
 
   private closeReadFd(s: SegmentFile): void {
-    if (s.readFd !== undefined) fs.closeSync(s.readFd);
+    const fd = s.readFd;
     s.readFd = undefined;
+    if (fd !== undefined) fs.closeSync(fd);
   }
 }
 
