@@ -126,7 +126,7 @@ function sameMetadata(a: WalMetadata, b: WalMetadata): boolean {
   return a.memberId === b.memberId && a.clusterId === b.clusterId;
 }
 
-/** Unsynced writes up to this size are made synchronously (see writeBatch). */
+/** Unsynced writes up to this size are kept in memory or made synchronously (see writeBatch). */
 const SMALL_UNSYNCED_WRITE_BYTES = 4096;
 /**
  * Unsynced bytes the next durable write rewrites together with its own (see `unsynced`); beyond
@@ -173,6 +173,14 @@ export class WAL {
    */
   private unsynced: Buffer[] = [];
   private unsyncedBytes = 0;
+  /**
+   * How many of the unsynced bytes (the newest, ending at tailOffset) are not in the file yet:
+   * commit-only hard states kept in memory until the next durable write, which writes them with
+   * its own bytes, as etcd's WAL keeps them in its bufio until its next sync. Only while every
+   * unsynced byte fits the durable write's rewrite (so that write always covers them); the
+   * segment cut and close write them out first.
+   */
+  private deferredBytes = 0;
 
   private constructor(
     readonly dir: string,
@@ -366,6 +374,9 @@ export class WAL {
         failures.push(err);
       }
     };
+    // The newest commit index reaches the file on a clean stop (a crash may lose it: raft learns
+    // it again from the leader, and the apply skips what the backend holds).
+    if (this.failed === undefined) await release(() => this.writeOutDeferred());
     await release(() => this.pipeline.close());
     await release(() => this.tail.close());
     const dsync = this.tailDsync;
@@ -515,13 +526,19 @@ export class WAL {
       const t0 = performance.now();
       await this.writeDurable(buf);
       this.observeSync(performance.now() - t0);
+    } else if (buf.length <= SMALL_UNSYNCED_WRITE_BYTES && !this.unsafeNoSync && this.unsyncedBytes + buf.length <= UNSYNCED_REWRITE_BYTES_MAX) {
+      // A record that need not be durable (a commit-index-only hard state, once per commit on the
+      // leader) waits in memory for the next durable write, which rewrites the unsynced bytes
+      // anyway: no system call on the commit path (it was 3% of the leader's main thread at one
+      // client, a page-cache write before every apply; bench/results/oncpu-one-client-2026-12-06.txt).
+      this.noteUnsynced(buf);
+      this.deferredBytes += buf.length;
     } else if (buf.length <= SMALL_UNSYNCED_WRITE_BYTES) {
-      // A record that need not be durable (a commit-index-only hard state, once per commit) goes
-      // to the page cache in a few microseconds: written in place, it spares the commit path a
-      // thread-pool round trip and an event-loop wake-up. Durable writes stay off the loop.
-      writeFullySync(this.tail.fd, buf, this.tailOffset);
+      // Past the rewrite's bound: to the page cache in place, with what waited in memory before it.
+      this.writeOutDeferred(buf);
       this.noteUnsynced(buf);
     } else {
+      this.writeOutDeferred();
       await writeFully(this.tail, buf, this.tailOffset);
       this.noteUnsynced(buf);
     }
@@ -551,6 +568,7 @@ export class WAL {
    */
   private async writeDurable(buf: Buffer): Promise<void> {
     const pending = this.unsyncedBytes;
+    assert(this.deferredBytes === 0 || pending <= UNSYNCED_REWRITE_BYTES_MAX, "wal: records kept in memory beyond the durable write's rewrite");
     if (pending === 0) {
       await writeFully(await this.dsyncTail(), buf, this.tailOffset);
     } else if (pending <= UNSYNCED_REWRITE_BYTES_MAX) {
@@ -563,6 +581,27 @@ export class WAL {
     assert(this.unsyncedBytes === pending, "wal: unsynced bytes changed during a durable write");
     this.unsynced = [];
     this.unsyncedBytes = 0;
+    this.deferredBytes = 0;
+  }
+
+  /**
+   * Writes the records kept in memory (and `then`, the record that follows them, if given) to the
+   * page cache at their place before tailOffset, synchronously: hard-state records, at most the
+   * rewrite's bound in all (a segment cut or a clean stop; once per 64 KiB of commit-only states).
+   */
+  private writeOutDeferred(then?: Buffer): void {
+    const deferred = this.deferredBytes;
+    if (deferred === 0 && then === undefined) return;
+    const parts: Buffer[] = [];
+    let bytes = 0;
+    for (let i = this.unsynced.length - 1; i >= 0 && bytes < deferred; i--) {
+      parts.unshift(this.unsynced[i]!);
+      bytes += this.unsynced[i]!.length;
+    }
+    assert(bytes === deferred, () => `wal: ${deferred} bytes kept in memory do not end the unsynced records (${bytes})`);
+    if (then !== undefined) parts.push(then);
+    writeFullySync(this.tail.fd, parts.length === 1 ? parts[0]! : Buffer.concat(parts), this.tailOffset - deferred);
+    this.deferredBytes = 0;
   }
 
   private noteUnsynced(buf: Buffer): void {
@@ -595,6 +634,7 @@ export class WAL {
    */
   private async cut(): Promise<void> {
     const prepared = await this.pipeline.take();
+    this.writeOutDeferred();
     await this.tail.truncate(this.tailOffset);
     await this.tail.datasync();
     // The old tail is synced whole: nothing unsynced is left for the next durable write to cover.

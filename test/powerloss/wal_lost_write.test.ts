@@ -1,7 +1,8 @@
 /**
  * The CI case of chaos seed 20240607 on a real FUSE mount: a power cut loses an unsynced write
  * and keeps a torn prefix of the next one (lazyfs drops everything not durable and tears the
- * newest write). The WAL writes only commit-only hard states unsynced, so the member must start
+ * newest write). The WAL writes only commit-only hard states unsynced (kept in memory until the
+ * next durable write, written in place by a clean stop), so the member must start
  * on what is left, with every durable entry, instead of refusing the hole as corruption
  * (src/wal/lost_write.ts). Each seed tears at a different length.
  */
@@ -32,9 +33,14 @@ describe("WAL after a power cut that lost an unsynced write and tore the next", 
       const dir = join(s.mnt, "wal");
       const wal = await WAL.create(dir, { memberId: 1n, clusterId: 2n }, OPTS);
       await wal.save({ term: 1, vote: 1n, commit: 0 }, makeEntries(1, 5, 1));
+      // A commit-only hard state waits in memory for the next durable write; a clean close writes
+      // it in place, unsynced. Two clean stops give two such writes.
       await wal.save({ term: 1, vote: 1n, commit: 3 }, []);
-      await wal.save({ term: 1, vote: 1n, commit: 5 }, []);
       await wal.close();
+      const restarted = await WAL.open(dir, { index: 0, term: 0 }, OPTS);
+      expect(restarted.hardState).toEqual({ term: 1, vote: 1n, commit: 3 });
+      await restarted.wal.save({ term: 1, vote: 1n, commit: 5 }, []);
+      await restarted.wal.close();
       const log = await fs.powerCut();
       // Both commit-only writes were lost, then a prefix of the newest put back: the hole is the first.
       expect(log).toMatch(/lost-write file=\/wal\/\S+\.wal id=\d+ off=\d+ len=80\b/);

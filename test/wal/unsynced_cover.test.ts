@@ -5,6 +5,11 @@
  * in the middle of the log, which the decoder refuses (the member would not start). The lazyfs
  * layer cannot show this (it counts an O_DSYNC write as a sync of the whole file), so the test
  * watches the byte ranges written through the O_DSYNC handle.
+ *
+ * Commit-only hard states wait in memory for that durable write (etcd's WAL keeps them in its
+ * bufio until its next sync): no system call per commit, written out before a segment cut, on a
+ * clean close, and in place once they would outgrow the durable write's rewrite; a crash loses
+ * only them, never a byte after them.
  */
 import fs from "node:fs";
 import path from "node:path";
@@ -66,6 +71,85 @@ describe("durable writes after unsynced ones", () => {
     expect(r.entries.map((e) => e.index)).toEqual([1, 2, 3, 4, 5, 6]);
     expect(r.entries.every(isIntact)).toBe(true);
     expect(r.hardState).toEqual({ term: 1, vote: 1n, commit: 3 });
+    await r.wal.close();
+  });
+
+  it("commit-only hard states make no write until the next durable one, which writes them first", async () => {
+    const ranges = watchDsyncWrites();
+    const wal = await WAL.create(dir, { memberId: 1n, clusterId: 2n }, MIB);
+    await wal.save({ term: 1, vote: 1n, commit: 0 }, makeEntries(1, 3, 1));
+    const first = ranges[ranges.length - 1]!;
+    const writeSync = vi.spyOn(fs, "writeSync");
+    for (let c = 1; c <= 3; c++) await wal.save({ term: 1, vote: 1n, commit: c }, []);
+    expect(writeSync).not.toHaveBeenCalled();
+    // A crash now (another process opens the directory as the killed member's restart would):
+    // the commit-only states are gone, every durable byte is there.
+    const crashed = await WAL.open(dir, { index: 0, term: 0 }, MIB);
+    expect(crashed.hardState).toEqual({ term: 1, vote: 1n, commit: 0 });
+    expect(crashed.entries.map((e) => e.index)).toEqual([1, 2, 3]);
+    await crashed.wal.close();
+    await wal.save(undefined, makeEntries(4, 4, 1));
+    expect(writeSync).not.toHaveBeenCalled();
+    const second = ranges[ranges.length - 1]!;
+    expect(second[0]).toBe(first[1]);
+    const afterDurable = await WAL.open(dir, { index: 0, term: 0 }, MIB);
+    expect(afterDurable.hardState).toEqual({ term: 1, vote: 1n, commit: 3 });
+    expect(afterDurable.entries.map((e) => e.index)).toEqual([1, 2, 3, 4]);
+    await afterDurable.wal.close();
+    await wal.close();
+  });
+
+  it("a clean close writes the commit index that waited in memory", async () => {
+    const wal = await WAL.create(dir, { memberId: 1n, clusterId: 2n }, MIB);
+    await wal.save({ term: 2, vote: 1n, commit: 0 }, makeEntries(1, 5, 2));
+    await wal.save({ term: 2, vote: 1n, commit: 5 }, []);
+    await wal.close();
+    const r = await WAL.open(dir, { index: 0, term: 0 }, MIB);
+    expect(r.hardState).toEqual({ term: 2, vote: 1n, commit: 5 });
+    expect(r.entries.every(isIntact)).toBe(true);
+    await r.wal.close();
+  });
+
+  it("commit-only states beyond the rewrite's bound go to the file in place, those before them included", async () => {
+    const wal = await WAL.create(dir, { memberId: 1n, clusterId: 2n }, MIB);
+    await wal.save({ term: 1, vote: 1n, commit: 0 }, makeEntries(1, 1, 1));
+    const writeSync = vi.spyOn(fs, "writeSync");
+    // A hard-state record is a few dozen bytes: 4,000 of them pass 64 KiB.
+    for (let c = 1; c <= 4000; c++) await wal.save({ term: 1, vote: 1n, commit: 1 }, []);
+    expect(writeSync).toHaveBeenCalled();
+    const crashed = await WAL.open(dir, { index: 0, term: 0 }, MIB);
+    // Whatever a crash keeps is a prefix of what was saved: the log decodes, entry 1 intact.
+    expect(crashed.entries.map((e) => e.index)).toEqual([1]);
+    expect(crashed.entries.every(isIntact)).toBe(true);
+    await crashed.wal.close();
+    await wal.save({ term: 1, vote: 1n, commit: 1 }, makeEntries(2, 2, 1));
+    await wal.close();
+    const r = await WAL.open(dir, { index: 0, term: 0 }, MIB);
+    expect(r.hardState).toEqual({ term: 1, vote: 1n, commit: 1 });
+    expect(r.entries.map((e) => e.index)).toEqual([1, 2]);
+    await r.wal.close();
+  });
+
+  it("a segment cut writes out the commit index that waited in memory before it closes the old segment", async () => {
+    const small = { segmentSizeBytes: 4096 };
+    const wal = await WAL.create(dir, { memberId: 1n, clusterId: 2n }, small);
+    let index = 0;
+    while (wal.stats.cuts < 3) {
+      await wal.save({ term: 1, vote: 1n, commit: index }, makeEntries(index + 1, index + 2, 1, 200));
+      index += 2;
+      // Commit-only states between the durable batches, some of them pushing the tail past the segment size.
+      await wal.save({ term: 1, vote: 1n, commit: index - 1 }, []);
+      for (let k = 0; k < 4; k++) await wal.save({ term: 1, vote: 1n, commit: index }, []);
+    }
+    await wal.save({ term: 1, vote: 1n, commit: index }, []);
+    const crashed = await WAL.open(dir, { index: 0, term: 0 }, small);
+    expect(crashed.entries.map((e) => e.index)).toEqual(Array.from({ length: index }, (_, i) => i + 1));
+    expect(crashed.entries.every(isIntact)).toBe(true);
+    await crashed.wal.close();
+    await wal.close();
+    const r = await WAL.open(dir, { index: 0, term: 0 }, small);
+    expect(r.hardState).toEqual({ term: 1, vote: 1n, commit: index });
+    expect(r.entries.length).toBe(index);
     await r.wal.close();
   });
 });
