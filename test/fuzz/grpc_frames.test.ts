@@ -52,7 +52,13 @@ afterAll(async () => {
 function verdict(c: FrameCase, o: RawOutcome): string | undefined {
   if (o.kind === "hang") return `no answer within ${o.waitedMs} ms (deadline ${CALL_TIMEOUT_S} s)`;
   // A burst of our own resets may earn the resets' connection a GOAWAY (HTTP/2 rapid-reset defence).
-  if ("abandoned" in c.expect) return o.kind === "abandoned" || o.kind === "closed" ? undefined : `expected to abandon, got ${outcomeKey(o)}`;
+  if ("abandoned" in c.expect) {
+    if (o.kind === "abandoned" || o.kind === "closed") return undefined;
+    // etcd 3.4 has no Downgrade: it answers UNIMPLEMENTED on the headers, before the client's reset
+    // (deviation: downgrade-unimplemented, test/deviations.ts; seen with seed 1452381502).
+    if (TARGET_ETCD && c.method.name === "Downgrade" && o.kind === "status" && o.code === Code.UNIMPLEMENTED) return undefined;
+    return `expected to abandon, got ${outcomeKey(o)}`;
+  }
   if (o.kind === "closed") return `connection dropped: ${o.error}`;
   if (o.kind === "abandoned") return "abandoned unexpectedly";
   if (o.kind === "reset") {
@@ -221,7 +227,7 @@ describe("grpc_frames: malformed gRPC on the client port", () => {
       () => sampleAfterGc(cluster.members[0]!),
       {
         live: { what: "grpc_frames live set after GC (malformed calls + abandoned streams)", boundKiB: 4 * 1024, leakBytesPerRequest: 1000 },
-        rss: { what: "grpc_frames RSS after GC (malformed calls + abandoned streams)", boundKiB: 16 * 1024, leakBytesPerRequest: 1000 },
+        rss: { what: "grpc_frames RSS less new space after GC (malformed calls + abandoned streams)", boundKiB: 16 * 1024, leakBytesPerRequest: 1000 },
       },
       driver,
       { warmUp: scaled(run, 12_000, 6_000), measured: scaled(run, 26_000, 26_000) },

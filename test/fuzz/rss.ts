@@ -104,6 +104,7 @@ export interface LeakPhases {
 
 /** A memory sample of a member after forced full collections. */
 export interface MemorySample {
+  /** VmRSS less V8's committed new space (see sampleAfterGc). */
   readonly rssKiB: number;
   readonly liveKiB: number;
 }
