@@ -48,15 +48,18 @@ afterAll(async () => {
   await cluster?.destroy();
 });
 
+/** etcd 3.4 has no Downgrade: it answers UNIMPLEMENTED on the headers, whatever follows them (deviation: downgrade-unimplemented, test/deviations.ts). */
+function etcdLacksDowngrade(c: FrameCase, o: RawOutcome): boolean {
+  return TARGET_ETCD && c.method.name === "Downgrade" && o.kind === "status" && o.code === Code.UNIMPLEMENTED;
+}
+
 /** Why an outcome is wrong for a case, or undefined when it is acceptable on either target. */
 function verdict(c: FrameCase, o: RawOutcome): string | undefined {
   if (o.kind === "hang") return `no answer within ${o.waitedMs} ms (deadline ${CALL_TIMEOUT_S} s)`;
   // A burst of our own resets may earn the resets' connection a GOAWAY (HTTP/2 rapid-reset defence).
   if ("abandoned" in c.expect) {
-    if (o.kind === "abandoned" || o.kind === "closed") return undefined;
-    // etcd 3.4 has no Downgrade: it answers UNIMPLEMENTED on the headers, before the client's reset
-    // (deviation: downgrade-unimplemented, test/deviations.ts; seen with seed 1452381502).
-    if (TARGET_ETCD && c.method.name === "Downgrade" && o.kind === "status" && o.code === Code.UNIMPLEMENTED) return undefined;
+    // Before the client's reset, in etcd's case (seen with seed 1452381502).
+    if (o.kind === "abandoned" || o.kind === "closed" || etcdLacksDowngrade(c, o)) return undefined;
     return `expected to abandon, got ${outcomeKey(o)}`;
   }
   if (o.kind === "closed") return `connection dropped: ${o.error}`;
@@ -68,9 +71,8 @@ function verdict(c: FrameCase, o: RawOutcome): string | undefined {
   }
   if (o.kind === "http") return c.kind === "wrong-content-type" ? undefined : `HTTP ${o.httpStatus} without grpc-status`;
   if ("code" in c.expect && o.code !== c.expect.code) {
-    // etcd 3.4 has no Downgrade, and grpc-go's answer to a path without a method is RESOURCE_EXHAUSTED.
-    // deviation: downgrade-unimplemented, deviation: unknown-path-code (test/deviations.ts)
-    if (TARGET_ETCD && c.method.name === "Downgrade" && o.code === Code.UNIMPLEMENTED) return undefined;
+    if (etcdLacksDowngrade(c, o)) return undefined;
+    // grpc-go's answer to a path without a method is RESOURCE_EXHAUSTED (deviation: unknown-path-code, test/deviations.ts).
     if (TARGET_ETCD && c.kind === "unknown-path" && o.code === Code.RESOURCE_EXHAUSTED) return undefined;
     return `status ${o.code} "${o.message}", want ${c.expect.code}`;
   }
