@@ -17,6 +17,11 @@ const RESERVED = new Set([
   "content-length",
 ]);
 
+/** True for a header that is the transport's (a pseudo-header or one of RESERVED), not the application's metadata. */
+export function isTransportHeader(key: string): boolean {
+  return key.charCodeAt(0) === 0x3a || RESERVED.has(key);
+}
+
 export interface Metadata {
   /** First value of `key` (lower-case), or undefined. */
   get(key: string): string | undefined;

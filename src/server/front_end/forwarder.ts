@@ -14,7 +14,7 @@ import { GrpcError, Status } from "../../grpc/status.js";
 import type { MessageCodec, MethodDescriptor } from "../../pb/codec.js";
 import { type Frame, FrameError, FrameKind } from "./frame.js";
 import { FramePipe } from "./pipe.js";
-import { headersToPairs } from "./pipe_call.js";
+import { headersToPairs, metadataToPairs } from "./pipe_call.js";
 
 /** A codec that leaves messages as bytes: the front end forwards them, the core decodes. */
 const RAW_CODEC: MessageCodec<unknown> = {
@@ -286,7 +286,7 @@ export class CoreLink {
     const call = new ForwardedCall(this, id, writable, readable, settle);
     this.inFlight.set(id, call);
     const metadata = ctx.metadata;
-    const headers = metadata instanceof HeaderMetadata ? headersToPairs(metadata.rawHeaders) : flatten(metadata.toRecord());
+    const headers = metadata instanceof HeaderMetadata ? metadataToPairs(metadata.rawHeaders) : flatten(metadata.toRecord());
     this.pipe.send(FrameKind.Call, id, [ctx.method, headers, ctx.peer, ctx.clientCertCommonName ?? "", ctx.deadline ?? 0, message]);
     const signal = ctx.signal;
     if (signal.aborted) call.clientGone(signal.reason);

@@ -173,6 +173,37 @@ export function encodeFrame<K extends FrameKind>(kind: K, id: number, values: Fr
 }
 
 /**
+ * Where decodeFrameBody is in a body. One per decode, with methods rather than two closures over
+ * locals: the core decodes a frame per call, and a closure pair per frame was garbage per call.
+ */
+class BodyCursor {
+  at = FRAME_HEAD_BYTES;
+  constructor(
+    readonly body: Buffer,
+    readonly kind: number,
+  ) {}
+
+  need(n: number): void {
+    if (this.at + n > this.body.length) throw new FrameError(`frame kind ${this.kind} cut short at byte ${this.at} (needs ${n} more of ${this.body.length})`);
+  }
+
+  u32(): number {
+    this.need(4);
+    const v = this.body.readUInt32BE(this.at);
+    this.at += 4;
+    return v;
+  }
+
+  string(): string {
+    const n = this.u32();
+    this.need(n);
+    const s = this.body.toString("utf8", this.at, this.at + n);
+    this.at += n;
+    return s;
+  }
+}
+
+/**
  * Decodes one frame body (what follows the length prefix). Byte fields are views of `body`:
  * the reader gives each frame a body of its own, so they stay valid.
  */
@@ -182,62 +213,44 @@ export function decodeFrameBody(body: Buffer): Frame {
   const types = (SCHEMA as Partial<Record<number, readonly FieldType[]>>)[kind];
   if (types === undefined) throw new FrameError(`unknown frame kind ${kind}`);
   const id = body.readUInt32BE(1);
-  let at = FRAME_HEAD_BYTES;
-  const need = (n: number): void => {
-    if (at + n > body.length) throw new FrameError(`frame kind ${kind} cut short at byte ${at} (needs ${n} more of ${body.length})`);
-  };
-  const readString = (): string => {
-    need(4);
-    const n = body.readUInt32BE(at);
-    at += 4;
-    need(n);
-    const s = body.toString("utf8", at, at + n);
-    at += n;
-    return s;
-  };
+  const c = new BodyCursor(body, kind);
   const values: FrameValues<FrameKind>[number][] = [];
   for (const type of types) {
     switch (type) {
       case "u8":
-        need(1);
-        values.push(body[at++]!);
+        c.need(1);
+        values.push(body[c.at++]!);
         break;
       case "u32":
-        need(4);
-        values.push(body.readUInt32BE(at));
-        at += 4;
+        values.push(c.u32());
         break;
       case "f64":
-        need(8);
-        values.push(body.readDoubleBE(at));
-        at += 8;
+        c.need(8);
+        values.push(body.readDoubleBE(c.at));
+        c.at += 8;
         break;
       case "str":
-        values.push(readString());
+        values.push(c.string());
         break;
       case "bytes": {
-        need(4);
-        const n = body.readUInt32BE(at);
-        at += 4;
-        need(n);
-        values.push(body.subarray(at, at + n));
-        at += n;
+        const n = c.u32();
+        c.need(n);
+        values.push(body.subarray(c.at, c.at + n));
+        c.at += n;
         break;
       }
       case "pairs": {
-        need(4);
-        const count = body.readUInt32BE(at);
-        at += 4;
+        const count = c.u32();
         // Each pair takes at least 8 bytes: a count the rest of the frame cannot hold is refused before any allocation.
-        need(count * 8);
+        c.need(count * 8);
         const pairs: string[] = [];
-        for (let i = 0; i < count; i++) pairs.push(readString(), readString());
+        for (let i = 0; i < count; i++) pairs.push(c.string(), c.string());
         values.push(pairs);
         break;
       }
     }
   }
-  if (at !== body.length) throw new FrameError(`frame kind ${kind}: ${body.length - at} bytes after its last field`);
+  if (c.at !== body.length) throw new FrameError(`frame kind ${kind}: ${body.length - c.at} bytes after its last field`);
   return { kind, id, values } as Frame;
 }
 

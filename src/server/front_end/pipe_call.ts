@@ -8,6 +8,7 @@
 import type { IncomingHttpHeaders } from "node:http2";
 import type { CallObserver, RegisteredMethod } from "../../grpc/call.js";
 import { type InvokedCall, invokeSingleRequest, invokeStreamingRequest } from "../../grpc/invoke.js";
+import { isTransportHeader } from "../../grpc/metadata.js";
 import { RequestQueue, cancelledError } from "../../grpc/request-queue.js";
 import { ServerCall } from "../../grpc/server_call.js";
 import { GrpcError, Status } from "../../grpc/status.js";
@@ -46,9 +47,24 @@ export function headersFromPairs(pairs: readonly string[]): IncomingHttpHeaders 
 
 /** The inverse of headersFromPairs, pseudo-headers left out (no handler reads them). */
 export function headersToPairs(headers: Readonly<Record<string, string | string[] | undefined>>): string[] {
+  return pairsOf(headers, (key) => key.charCodeAt(0) === 0x3a);
+}
+
+/**
+ * A call's request metadata as pairs: the transport's headers left out as well (content-type, te,
+ * user-agent, grpc-timeout, ...), which the front end has already acted on and no handler in the
+ * core reads. Values stay as they came (not split at commas), so the core's metadata reads what
+ * a single process reads. Three to four strings fewer to encode, decode and hold per call: the
+ * hand-off was 14% of the core's main thread under put load (issue 18).
+ */
+export function metadataToPairs(headers: Readonly<Record<string, string | string[] | undefined>>): string[] {
+  return pairsOf(headers, isTransportHeader);
+}
+
+function pairsOf(headers: Readonly<Record<string, string | string[] | undefined>>, skip: (key: string) => boolean): string[] {
   const pairs: string[] = [];
   for (const key of Object.keys(headers)) {
-    if (key.charCodeAt(0) === 0x3a) continue;
+    if (skip(key)) continue;
     const value = headers[key];
     if (value === undefined) continue;
     if (Array.isArray(value)) for (const v of value) pairs.push(key, v);
