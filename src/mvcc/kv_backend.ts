@@ -11,6 +11,7 @@ import type { BatchTx } from '../backend/batch_tx.js';
 import { invariant } from './errors.js';
 import { leaseColumnSql, leaseFromColumn, type LeaseId } from './types.js';
 import { INDEX_ROW_COLUMNS, indexRowOf, type IndexRow, type RawIndexRow } from './index_rebuild.js';
+import { RowCache } from './row_cache.js';
 
 /** One stored revision of a key; tombstones have empty value and zero create/version/lease. */
 export interface KvRow {
@@ -58,8 +59,6 @@ function toRow(r: RawRow): KvRow {
 const ROW_CACHE_BYTES_MAX = 8 * 1024 * 1024;
 /** Reads of at most this many rows go through the row cache (see Backend.peekKvs). */
 const CACHED_READ_ROWS_MAX = 16;
-/** Per-row overhead counted against the cache budget (object, Map entry, buffer headers). */
-const ROW_OVERHEAD_BYTES = 200;
 
 /** Backing-store bytes a cached row may hold beyond twice its own bytes (pool slabs are 8 KiB). */
 const ROW_SLACK_BYTES = 256;
@@ -90,88 +89,6 @@ function ownRow(row: KvRow): KvRow {
   return { ...row, key, value };
 }
 
-/**
- * Rows by revision, oldest inserted first out (a hot row read back after eviction is simply
- * cached again). Revisions are immutable, so a cached row can never
- * be stale; only deleting a revision (compaction) removes it.
- *
- * Eviction order is kept in a queue of its own, not read off the Map: V8's Map leaves a hole per
- * deleted entry and `keys().next()` walks over every hole at the front, which made each put pay
- * for all earlier evictions (a fifth of the leader's CPU at 1,000 clients).
- */
-class RowCache {
-  private readonly rows = new Map<number, KvRow>();
-  /** Revisions in insertion order from `head`; entries deleted since are skipped when reached. */
-  private order: number[] = [];
-  private head = 0;
-  private bytes = 0;
-  /** The highest revision ever cached. */
-  private highest = 0;
-
-  get(rev: number): KvRow | undefined {
-    return this.rows.get(rev);
-  }
-
-  set(row: KvRow): void {
-    const cost = rowCost(row);
-    if (cost > ROW_CACHE_BYTES_MAX / 64) return;
-    // A revision's row never changes, so one cached already stays as it is. A put's revision is
-    // above every cached one and needs no lookup: at 1,000 clients the Map's lookups (a table of
-    // ~40k rows, a cache miss each) were 2.4% of the leader's main thread, 5 per put before.
-    if (row.rev <= this.highest) {
-      if (this.rows.has(row.rev)) return;
-    } else {
-      this.highest = row.rev;
-    }
-    this.order.push(row.rev);
-    this.rows.set(row.rev, row);
-    this.bytes += cost;
-    while (this.bytes > ROW_CACHE_BYTES_MAX) this.evictOldest();
-    this.compactOrder();
-  }
-
-  delete(rev: number): void {
-    const row = this.rows.get(rev);
-    if (row === undefined) return;
-    this.rows.delete(rev);
-    this.bytes -= rowCost(row);
-  }
-
-  private evictOldest(): void {
-    while (this.head < this.order.length) {
-      const rev = this.order[this.head++]!;
-      const row = this.rows.get(rev);
-      if (row !== undefined) {
-        this.rows.delete(rev);
-        this.bytes -= rowCost(row);
-        return;
-      }
-    }
-    invariant(this.rows.size === 0 && this.bytes === 0, `row cache: ${this.rows.size} rows (${this.bytes} bytes) missing from the eviction queue`);
-  }
-
-  /** Drops the consumed prefix and, after many deletions, the queue entries of deleted rows. */
-  private compactOrder(): void {
-    const queued = this.order.length - this.head;
-    if (this.head > 4096 && this.head * 2 > this.order.length) {
-      this.order = this.order.slice(this.head);
-      this.head = 0;
-    } else if (queued > 4096 && queued > 2 * this.rows.size) {
-      const seen = new Set<number>();
-      this.order = this.order.slice(this.head).filter((rev) => {
-        if (!this.rows.has(rev) || seen.has(rev)) return false;
-        seen.add(rev);
-        return true;
-      });
-      this.head = 0;
-    }
-  }
-}
-
-function rowCost(row: KvRow): number {
-  return row.key.byteLength + row.value.byteLength + ROW_OVERHEAD_BYTES;
-}
-
 type KvStatements = ReturnType<typeof prepare>;
 
 function prepare(tx: BatchTx) {
@@ -193,7 +110,7 @@ function prepare(tx: BatchTx) {
 }
 
 export class KvBackend {
-  private cache = new RowCache();
+  private cache = new RowCache<KvRow>(ROW_CACHE_BYTES_MAX);
   private stmts: KvStatements | undefined;
   /** The handle of the current connection (hashing reads every table through it). */
   private tx: BatchTx | undefined;
@@ -215,7 +132,7 @@ export class KvBackend {
   bind(tx: BatchTx): void {
     this.tx = tx;
     this.stmts = prepare(tx);
-    this.cache = new RowCache();
+    this.cache = new RowCache<KvRow>(ROW_CACHE_BYTES_MAX);
   }
 
   private get s(): KvStatements {
