@@ -72,7 +72,7 @@ export class HeaderMetadata implements Metadata {
   toRecord(): Record<string, string[]> {
     const out: Record<string, string[]> = {};
     for (const key of Object.keys(this.headers)) {
-      if (key.charCodeAt(0) === 0x3a || RESERVED.has(key)) continue;
+      if (isTransportHeader(key)) continue;
       out[key] = valuesOf(this.headers[key]);
     }
     return out;
