@@ -213,6 +213,7 @@ export class Http2Call extends ServerCall implements InvokedCall, MessageSink, S
     } else if (this.received === 1) {
       // Unary and server-streaming: the handler starts on the one request message;
       // like grpc-go, later messages are ignored.
+      if (this.registered.kind === "unary") this.requestBytes = message;
       this.startSingleRequestHandler(request);
     }
   }

@@ -31,6 +31,12 @@ export interface CallContext {
   readonly clientCertCommonName?: string | undefined;
   /** True once the call was cancelled (deadline, client, shutdown). */
   readonly cancelled: boolean;
+  /**
+   * A unary call's request message as it arrived (protobuf), which the handler's request was
+   * decoded from: a write proposes these bytes instead of encoding the request again. Undefined
+   * for streams and for calls that did not come as protobuf (the JSON gateway).
+   */
+  readonly requestBytes?: Buffer | undefined;
 }
 
 /** The sending side of a streaming response. */

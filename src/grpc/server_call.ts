@@ -20,6 +20,8 @@ export abstract class ServerCall {
   /** The request stream of client-streaming and bidi calls. */
   protected requests: RequestQueue<unknown> | undefined;
   private metadataView: HeaderMetadata | undefined;
+  /** CallContext.requestBytes: set by the transport on a unary call's one request. */
+  requestBytes: Buffer | undefined = undefined;
 
   /** Ends the call with a status (and extra trailers); the transport's part of end() and fail(). */
   protected abstract sendStatus(code: Status, message: string, extra: Readonly<Record<string, string>> | undefined): void;

@@ -426,7 +426,7 @@ export class EtcdServer {
       requestTimeoutMs: this.requestTimeoutMs,
       limits: { maxTxnOps: c.maxTxnOps, maxRequestBytes: c.maxRequestBytes, quotaBackendBytes: c.quotaBackendBytes, electionMs: c.electionMs },
       raft: this.loop,
-      propose: (req, signal) => this.proposals.propose(req, signal),
+      propose: (req, signal, raw) => this.proposals.propose(req, signal, raw),
       readIndex: readGateWithBugs(this.readIndex, testBugs, () => this.loop.isLeader()),
       kv: this.kv,
       watchable: this.watchable,

@@ -19,7 +19,7 @@ import type { ConfChangeV2 } from "../raft/types.js";
 import type { ApplyOutcome } from "./apply.js";
 import { Errors } from "./errors.js";
 import type { IdGenerator } from "./id_gen.js";
-import { encodeRaftRequest, type ProposedRequest } from "./raft_request.js";
+import { encodeRaftRequest, encodeRaftRequestWith, type ProposedRequest, type RawRequest, rawRequestMatches } from "./raft_request.js";
 import { Wait } from "./wait.js";
 
 /** etcd's maxGapBetweenApplyAndCommitIndex: beyond it new proposals get "too many requests". */
@@ -87,21 +87,44 @@ export class Proposals {
     return this.wait.size;
   }
 
-  /** Proposes `req` and resolves with its outcome once applied on this member. */
-  async propose(req: ProposedRequest, signal?: AbortSignal): Promise<ApplyOutcome> {
-    if (this.stopped) throw Errors.stopped();
-    const st = this.o.state;
-    if (this.wait.isFull() || st.committedIndex() > st.appliedIndex() + MAX_GAP_BETWEEN_APPLY_AND_COMMIT) {
-      throw Errors.tooManyRequests();
+  /**
+   * Proposes `req` and resolves with its outcome once applied on this member (rejects, never
+   * throws). Not an async function: a put waits on the wait registry's promise itself, without an
+   * async frame around it (each is a promise and a resumption per put on the main thread).
+   */
+  propose(req: ProposedRequest, signal?: AbortSignal, raw?: RawRequest): Promise<ApplyOutcome> {
+    let id: number;
+    let done: Promise<ApplyOutcome>;
+    try {
+      if (this.stopped) throw Errors.stopped();
+      const st = this.o.state;
+      if (this.wait.isFull() || st.committedIndex() > st.appliedIndex() + MAX_GAP_BETWEEN_APPLY_AND_COMMIT) {
+        throw Errors.tooManyRequests();
+      }
+      id = this.o.ids.next();
+      const data = this.entryData(id, req, raw);
+      done = this.wait.register(id);
+      this.batch.push({ id, data });
+    } catch (err) {
+      return Promise.reject(err as Error);
     }
-    const id = this.o.ids.next();
-    const data = encodeRaftRequest({ ID: id, ...req });
-    if (data.length > this.o.maxRequestBytes) throw Errors.requestTooLarge();
-    const done = this.wait.register(id);
-    this.batch.push({ id, data });
     this.o.wake();
     this.queueDeadline(id);
-    if (signal === undefined) return done;
+    return signal === undefined ? done : this.untilAborted(id, done, signal);
+  }
+
+  /** The entry's bytes: the client's own request bytes when given, refused past --max-request-bytes. */
+  private entryData(id: number, req: ProposedRequest, raw: RawRequest | undefined): Buffer {
+    if (raw !== undefined && !rawRequestMatches(req, raw)) throw new Error(`raw request bytes for field ${raw.field} do not go with the request proposed`);
+    let data = raw === undefined ? encodeRaftRequest({ ID: id, ...req }) : encodeRaftRequestWith(id, raw, req.header ?? undefined);
+    // The limit is etcd's on the marshalled request, which has no unknown fields a client's own
+    // bytes may carry: a raw request over it is measured again as the codec encodes it.
+    if (data.length > this.o.maxRequestBytes && raw !== undefined) data = encodeRaftRequest({ ID: id, ...req });
+    if (data.length > this.o.maxRequestBytes) throw Errors.requestTooLarge();
+    return data;
+  }
+
+  private async untilAborted(id: number, done: Promise<ApplyOutcome>, signal: AbortSignal): Promise<ApplyOutcome> {
     const onAbort = () => this.fail(id, Errors.timeout());
     signal.addEventListener("abort", onAbort, { once: true });
     try {

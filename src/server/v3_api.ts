@@ -30,7 +30,7 @@ import type { Member } from "./member.js";
 import type { Membership } from "./membership.js";
 import type { RaftLoop } from "./raft_loop.js";
 import type { Reconfigure } from "./reconfigure.js";
-import type { ProposedRequest } from "./raft_request.js";
+import { type ProposedRequest, type RawRequest, RawRequestField } from "./raft_request.js";
 import type { ReadIndex } from "./read_index.js";
 import type { Snapshots } from "./snapshots.js";
 import { isTxnReadOnly, isTxnSerializable } from "../mvcc/txn_rules.js";
@@ -53,12 +53,21 @@ function leaderUnavailable(e: unknown): boolean {
   return err.code === Status.UNAVAILABLE && err.message !== Errors.timeout().message;
 }
 
+function unwrapOutcome(o: ApplyOutcome): Applied<unknown> & { done?: Promise<void> } {
+  if (o.error) throw o.error;
+  return { response: o.response, revision: o.revision, done: o.done };
+}
+
+function rawOf(field: RawRequest["field"], bytes: Buffer | undefined): RawRequest | undefined {
+  return bytes === undefined ? undefined : { field, bytes };
+}
+
 export interface V3ApiOptions {
   memberId: NodeId;
   clusterId: NodeId;
   limits: RequestLimits;
   raft: Pick<RaftLoop, "leader" | "isLeader" | "raftTerm" | "committed" | "applied" | "isLearner" | "moveLeader">;
-  propose(req: ProposedRequest, signal?: AbortSignal): Promise<ApplyOutcome>;
+  propose(req: ProposedRequest, signal?: AbortSignal, raw?: RawRequest): Promise<ApplyOutcome>;
   readIndex: Pick<ReadIndex, "notify">;
   kv: KvStore;
   watchable: WatchableStore;
@@ -183,12 +192,13 @@ export class V3Api implements V3Server {
     return this.o.raft.leader();
   }
 
-  /** Proposes and unwraps: throws the applied error, returns the response and revision. */
-  private async proposeAndApply<T>(req: ProposedRequest, signal?: AbortSignal): Promise<Applied<T> & { done?: Promise<void> }> {
+  /**
+   * Proposes and unwraps: rejects with the applied error, else resolves with the response and
+   * revision. Not an async function: one promise per write fewer on the main thread (issue 18).
+   */
+  private proposeAndApply<T>(req: ProposedRequest, signal?: AbortSignal, raw?: RawRequest): Promise<Applied<T> & { done?: Promise<void> }> {
     const withHeader = this.ai === undefined ? req : { ...req, header: { username: this.ai.username, authRevision: this.ai.revision } };
-    const o = await this.o.propose(withHeader, signal);
-    if (o.error) throw o.error;
-    return { response: o.response as T, revision: o.revision, done: o.done };
+    return this.o.propose(withHeader, signal, raw).then(unwrapOutcome) as Promise<Applied<T> & { done?: Promise<void> }>;
   }
 
   currentRevision(): number {
@@ -204,16 +214,16 @@ export class V3Api implements V3Server {
     return r;
   }
 
-  put(req: mvcc.PutRequest, signal?: AbortSignal): Promise<Applied<mvcc.PutResponse>> {
-    return this.proposeAndApply<mvcc.PutResponse>({ put: req }, signal);
+  put(req: mvcc.PutRequest, signal?: AbortSignal, encoded?: Buffer): Promise<Applied<mvcc.PutResponse>> {
+    return this.proposeAndApply<mvcc.PutResponse>({ put: req }, signal, rawOf(RawRequestField.put, encoded));
   }
 
-  deleteRange(req: mvcc.DeleteRangeRequest, signal?: AbortSignal): Promise<Applied<mvcc.DeleteRangeResponse>> {
-    return this.proposeAndApply<mvcc.DeleteRangeResponse>({ deleteRange: req }, signal);
+  deleteRange(req: mvcc.DeleteRangeRequest, signal?: AbortSignal, encoded?: Buffer): Promise<Applied<mvcc.DeleteRangeResponse>> {
+    return this.proposeAndApply<mvcc.DeleteRangeResponse>({ deleteRange: req }, signal, rawOf(RawRequestField.deleteRange, encoded));
   }
 
-  async txn(req: mvcc.TxnRequest, signal?: AbortSignal): Promise<Applied<mvcc.TxnResponse>> {
-    if (!isTxnReadOnly(req)) return this.proposeAndApply<mvcc.TxnResponse>({ txn: req }, signal);
+  async txn(req: mvcc.TxnRequest, signal?: AbortSignal, encoded?: Buffer): Promise<Applied<mvcc.TxnResponse>> {
+    if (!isTxnReadOnly(req)) return this.proposeAndApply<mvcc.TxnResponse>({ txn: req }, signal, rawOf(RawRequestField.txn, encoded));
     // etcd serves read-only txns without a proposal: one ReadIndex round, then locally, in slices like Range.
     if (!isTxnSerializable(req)) await this.o.readIndex.notify();
     if (this.o.auth.isEnabled()) checkTxnPermission(this.o.auth, req, this.ai);

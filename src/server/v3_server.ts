@@ -99,10 +99,15 @@ export interface V3Server {
   // ---- KV (etcd's RaftKV)
   /** A range: linearizable unless `serializable`, read in slices at one revision. */
   range(req: RangeRequest, signal?: AbortSignal): Promise<RangeReadResult>;
-  put(req: PutRequest, signal?: AbortSignal): Promise<Applied<PutResponse>>;
-  deleteRange(req: DeleteRangeRequest, signal?: AbortSignal): Promise<Applied<DeleteRangeResponse>>;
+  /**
+   * Writes take the request's own protobuf bytes when the caller has them (`encoded`: a client's
+   * call, decoded into `req` and not changed since), so the raft entry carries them as they came
+   * instead of encoding `req` again.
+   */
+  put(req: PutRequest, signal?: AbortSignal, encoded?: Buffer): Promise<Applied<PutResponse>>;
+  deleteRange(req: DeleteRangeRequest, signal?: AbortSignal, encoded?: Buffer): Promise<Applied<DeleteRangeResponse>>;
   /** A txn: a read-only one is served like a range (no proposal), any other goes through raft. */
-  txn(req: TxnRequest, signal?: AbortSignal): Promise<Applied<TxnResponse>>;
+  txn(req: TxnRequest, signal?: AbortSignal, encoded?: Buffer): Promise<Applied<TxnResponse>>;
   /** Resolves once the compaction is applied, and with `physical` once old revisions are gone. */
   compact(req: CompactionRequest, signal?: AbortSignal): Promise<{ revision: number }>;
 

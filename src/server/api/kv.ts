@@ -6,12 +6,16 @@
 import type { MemberHandlers } from "../../grpc/index.js";
 import { checkPutRequest, checkTxnRequest } from "../../mvcc/txn_check.js";
 import { putCost, txnCost, txnHasPut } from "../../mvcc/txn_rules.js";
-import { Errors } from "../errors.js";
+import { Errors, toEtcdError } from "../errors.js";
 import type { V3Server } from "../v3_server.js";
-import { asActingMember, authorized } from "./authorize.js";
+import { actingMember, asActingMember, authorized } from "./authorize.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
 import type { Quota } from "./quota.js";
+
+function rethrowAsEtcd(e: unknown): never {
+  throw toEtcdError(e);
+}
 
 export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserverpb.KV"> {
   return {
@@ -23,21 +27,29 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
         return { header: header(s, r.revision), kvs: r.kvs, more: r.more, count: r.count };
       }),
 
-    Put: (req, ctx) =>
-      guarded(async () => {
+    // Every write's path, so no async frame of its own unless something must be waited for (the
+    // quota's alarm, the caller's identity): each is a promise and a resumption per put on the
+    // member's main thread (issue 18). Errors map to etcd's statuses as guarded() maps them.
+    Put: (req, ctx) => {
+      const put = (m: V3Server) =>
+        m.put(req, undefined, ctx.requestBytes).then(({ response, revision }) => ({ header: header(s, revision), ...response }), rethrowAsEtcd);
+      try {
         requireLeaderIfAsked(s, ctx);
         checkPutRequest(req);
         const over = quota.check(putCost(req));
-        if (over !== undefined) await over;
-        const { response, revision } = await asActingMember(s, ctx, (m) => m.put(req));
-        return { header: header(s, revision), ...response };
-      }),
+        if (over !== undefined) return guarded(() => over);
+        const m = actingMember(s, ctx);
+        return m instanceof Promise ? guarded(async () => put(await m)) : put(m);
+      } catch (e) {
+        return Promise.reject(toEtcdError(e));
+      }
+    },
 
     DeleteRange: (req, ctx) =>
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (!req.key || req.key.length === 0) throw Errors.emptyKey();
-        const { response, revision } = await asActingMember(s, ctx, (m) => m.deleteRange(req));
+        const { response, revision } = await asActingMember(s, ctx, (m) => m.deleteRange(req, undefined, ctx.requestBytes));
         return { header: header(s, revision), ...response };
       }),
 
@@ -47,7 +59,7 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
         checkTxnRequest(req, s.limits.maxTxnOps);
         const over = txnHasPut(req) ? quota.check(txnCost(req)) : undefined;
         if (over !== undefined) await over;
-        const { response, revision } = await asActingMember(s, ctx, (m) => m.txn(req, ctx.signal));
+        const { response, revision } = await asActingMember(s, ctx, (m) => m.txn(req, ctx.signal, ctx.requestBytes));
         return { header: header(s, revision), ...response };
       }),
 

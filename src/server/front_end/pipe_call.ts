@@ -112,7 +112,9 @@ export class PipeCall extends ServerCall implements InvokedCall {
     const kind = this.registered.kind;
     if (kind === "unary" || kind === "serverStream") {
       const request = this.decode(firstMessage);
-      if (request !== undefined) invokeSingleRequest(this.registered, request, this);
+      if (request === undefined) return;
+      if (kind === "unary") this.requestBytes = firstMessage;
+      invokeSingleRequest(this.registered, request, this);
       return;
     }
     const host = this.host;
