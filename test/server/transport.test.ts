@@ -3,8 +3,8 @@ import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Message, MessageType } from "../../src/raft/types.js";
 import { Transport } from "../../src/server/transport/transport.js";
-import { encodeHello, encodeHelloOk, ConnectionKind, PROTOCOL_VERSION } from "../../src/server/transport/protocol.js";
-import { encodeFrame, FrameKind } from "../../src/server/transport/frame.js";
+import { decodeMessages, encodeHello, encodeHelloOk, ConnectionKind, PROTOCOL_VERSION } from "../../src/server/transport/protocol.js";
+import { encodeFrame, FrameDecoder, FrameKind } from "../../src/server/transport/frame.js";
 import { captureLogger, connectAll, msg, type Node, startNode, waitFor } from "./transport_helpers.js";
 import { testSeed } from "../seed.js";
 
@@ -274,6 +274,62 @@ describe("transport over loopback", () => {
       await waitFor(() => !a.transport.isActive(2n), "stalled stream closed");
       expect(a.unreachable).toContain(2n);
       expect(a.lines.some((l) => l.msg === "failed to connect to peer" && String(l.error).includes("stalled"))).toBe(true);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => fake.close(r));
+    }
+  });
+
+  it("keeps its output buffer across flushes, and never rewrites one a backed-up socket still holds", async () => {
+    // A fake peer that reads nothing for a while (the sender's socket backs up, so flushes find
+    // it still holding their frames), then everything; every message must arrive intact, in order.
+    const sockets: net.Socket[] = [];
+    const received: Message[] = [];
+    let corrupt: Error | undefined;
+    const fake = net.createServer((s) => {
+      sockets.push(s);
+      const decoder = new FrameDecoder();
+      let hello = true;
+      s.on("data", (chunk: Buffer) => {
+        let frames;
+        try {
+          frames = decoder.push(chunk);
+        } catch (err) {
+          corrupt = err as Error;
+          s.destroy();
+          return;
+        }
+        for (const f of frames) {
+          if (hello) {
+            hello = false;
+            s.write(encodeHelloOk(2n));
+            s.pause();
+            setTimeout(() => s.resume(), 300);
+            continue;
+          }
+          if (f.kind === FrameKind.Messages) received.push(...decodeMessages(f.payload));
+        }
+      });
+    });
+    await new Promise<void>((r) => fake.listen(0, "127.0.0.1", r));
+    try {
+      const a = await startNode(1n, { limits: { streamStallTimeoutMs: 10_000, maxQueueBytes: 64 * 1024 * 1024, maxQueueMessages: 100_000 } });
+      nodes.push(a);
+      a.transport.addPeer(2n, [`http://127.0.0.1:${(fake.address() as net.AddressInfo).port}`]);
+      await waitFor(() => a.transport.isActive(2n), "stream to the fake peer");
+      // Rounds of ~96 KB (one flush each, under the kept buffer's 1 MiB), each entry filled with its index.
+      let index = 0;
+      for (let round = 0; round < 96; round++) {
+        a.transport.send(Array.from({ length: 12 }, () => ++index).map((i) => msg(1n, 2n, i, { entries: [{ term: 1, index: i, type: 0, data: Buffer.alloc(8000, i % 251) }] })));
+        await new Promise((r) => setImmediate(r));
+      }
+      const stats = a.transport.peerStats(2n)!;
+      expect(stats.messagesDropped).toBe(0);
+      await waitFor(() => received.length === index || corrupt !== undefined, `${index} messages`, 20_000);
+      expect(corrupt).toBeUndefined();
+      expect(received.map((m) => m.index)).toEqual(Array.from({ length: index }, (_, i) => i + 1));
+      for (const m of received) expect(Buffer.from(m.entries[0]!.data).equals(Buffer.alloc(8000, m.index % 251)), `message ${m.index}`).toBe(true);
+      expect(stats.flushes).toBeGreaterThan(1);
     } finally {
       for (const s of sockets) s.destroy();
       await new Promise((r) => fake.close(r));

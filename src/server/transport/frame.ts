@@ -50,9 +50,11 @@ export interface Frame {
 }
 
 /** Allocates a frame for a payload of `payloadBytes`; the caller fills `buf` from `payloadOffset`. */
-export function allocFrame(kind: FrameKind, payloadBytes: number): { buf: Buffer; payloadOffset: number } {
+export function allocFrame(kind: FrameKind, payloadBytes: number, into?: Buffer): { buf: Buffer; payloadOffset: number } {
   const bodyBytes = 1 + payloadBytes;
-  const buf = Buffer.allocUnsafe(FRAME_HEADER_BYTES + bodyBytes);
+  const size = FRAME_HEADER_BYTES + bodyBytes;
+  if (into !== undefined && into.length < size) throw new FrameError(`frame of ${size} bytes does not fit the ${into.length} given`);
+  const buf = into === undefined ? Buffer.allocUnsafe(size) : into.subarray(0, size);
   buf.writeUInt32BE(bodyBytes, 0);
   buf[FRAME_HEADER_BYTES] = kind;
   return { buf, payloadOffset: FRAME_HEADER_BYTES + 1 };

@@ -64,8 +64,8 @@ function stringBytes(s: string): Buffer {
   return b;
 }
 
-function frameWith(kind: FrameKind, payloadBytes: number, fill: (w: Writer) => void): Buffer {
-  const { buf, payloadOffset } = allocFrame(kind, payloadBytes);
+function frameWith(kind: FrameKind, payloadBytes: number, fill: (w: Writer) => void, into?: Buffer): Buffer {
+  const { buf, payloadOffset } = allocFrame(kind, payloadBytes, into);
   const w = new Writer(buf);
   w.offset = payloadOffset;
   fill(w);
@@ -193,14 +193,22 @@ export function messagesFrameBytes(messagesBytes: number): number {
   return 8 + 1 + 4 + messagesBytes;
 }
 
-/** One Messages frame carrying `msgs`; `sizes[i]` is encodedMessageBytes(msgs[i]). */
-export function encodeMessages(msgs: readonly Message[], sizes?: readonly number[]): Buffer {
+/**
+ * One Messages frame carrying `msgs`; `sizes[i]` is encodedMessageBytes(msgs[i]). Written at the
+ * start of `into` when given (a view of it returned), else into a buffer of its own.
+ */
+export function encodeMessages(msgs: readonly Message[], sizes?: readonly number[], into?: Buffer): Buffer {
   let total = 0;
   for (let i = 0; i < msgs.length; i++) total += sizes?.[i] ?? encodedMessageBytes(msgs[i]!);
-  return frameWith(FrameKind.Messages, 4 + total, (w) => {
-    w.u32(msgs.length);
-    for (const m of msgs) writeMessage(w, m);
-  });
+  return frameWith(
+    FrameKind.Messages,
+    4 + total,
+    (w) => {
+      w.u32(msgs.length);
+      for (const m of msgs) writeMessage(w, m);
+    },
+    into,
+  );
 }
 
 export function decodeMessages(payload: Buffer): Message[] {
