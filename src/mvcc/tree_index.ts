@@ -31,6 +31,8 @@ export function compareKeys(a: string, b: string): number {
 }
 
 export function keyToString(key: Uint8Array): string {
+  // A Buffer (a decoded request's key) converts as it is: a view made for it cost as much again.
+  if (Buffer.isBuffer(key)) return key.toString('latin1');
   return Buffer.from(key.buffer, key.byteOffset, key.byteLength).toString('latin1');
 }
 
