@@ -20,7 +20,7 @@
  *    because the kernel completes a write, or a prefix of it, in the page cache. Whether a torn failure may be repaired is the
  *    caller's decision (only in the last segment, and only after its header records).
  */
-import { crc32 } from "node:zlib";
+import { crc32Range } from "./crc32_range.js";
 import { lostUnsyncedWrite } from "./lost_write.js";
 import { HEADER_BYTES, RECORD_PAYLOAD_BYTES_MAX, RecordType, isKnownRecordType, recordCrcOf } from "./record.js";
 import { firstNonZero, isZero, nonZeroEnd } from "./zeros.js";
@@ -85,7 +85,7 @@ export function scanSegment(buf: Buffer, seedCrc: number | undefined): ScanResul
       }
       return fail(`unexpected non-zero data at offset ${firstNonZero(buf, off)} after the end of records`, () => false);
     }
-    if (crc32(buf.subarray(off, off + 12)) !== buf.readUInt32LE(off + 12)) {
+    if (crc32Range(buf, off, off + 12) !== buf.readUInt32LE(off + 12)) {
       return fail("record header crc mismatch", (z) => z <= off + HEADER_BYTES);
     }
     const length = buf.readUInt32LE(off);

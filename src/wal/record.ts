@@ -26,6 +26,7 @@
  */
 import { crc32 } from "node:zlib";
 import type { ConfState, Entry, EntryType, HardState, NodeId } from "../raft/types.js";
+import { crc32Range } from "./crc32_range.js";
 import { assert } from "./errors.js";
 
 export enum RecordType {
@@ -88,15 +89,15 @@ export function sealRecord(buf: Buffer, off: number, type: RecordType, payloadLe
   buf.writeUInt8(type, off + 4);
   buf.writeUInt8(0, off + 5);
   buf.writeUInt16LE(0, off + 6);
-  const recordCrc = crc32(buf.subarray(off + HEADER_BYTES, off + HEADER_BYTES + payloadLength), crc32(buf.subarray(off, off + 8), chainCrc));
+  const recordCrc = recordCrcOf(buf, off, payloadLength, chainCrc);
   buf.writeUInt32LE(recordCrc, off + 8);
-  buf.writeUInt32LE(crc32(buf.subarray(off, off + 12)), off + 12);
+  buf.writeUInt32LE(crc32Range(buf, off, off + 12), off + 12);
   return recordCrc;
 }
 
 /** The chain value a record is verified against: crcReset records seed the chain with their payload. */
 export function recordCrcOf(buf: Buffer, off: number, payloadLength: number, chainCrc: number): number {
-  return crc32(buf.subarray(off + HEADER_BYTES, off + HEADER_BYTES + payloadLength), crc32(buf.subarray(off, off + 8), chainCrc));
+  return crc32(buf.subarray(off + HEADER_BYTES, off + HEADER_BYTES + payloadLength), crc32Range(buf, off, off + 8, chainCrc));
 }
 
 export function entryRecordBytes(e: Entry): number {
