@@ -118,23 +118,40 @@ function fieldBytes(type: FieldType, value: FrameValues<FrameKind>[number]): num
   }
 }
 
+/** A length-prefixed UTF-8 string at `at`; returns where it ends. */
+function putString(buf: Buffer, at: number, s: string): number {
+  const n = s.length === 0 ? 0 : buf.write(s, at + 4, "utf8");
+  buf.writeUInt32BE(n, at);
+  return at + 4 + n;
+}
+
 /** Encodes one frame, length prefix included. */
 export function encodeFrame<K extends FrameKind>(kind: K, id: number, values: FrameValues<K>): Buffer {
+  const buf = Buffer.allocUnsafe(frameBytes(kind, values));
+  writeFrame(buf, 0, kind, id, values);
+  return buf;
+}
+
+/** Bytes of the frame encodeFrame would make, length prefix included. */
+export function frameBytes<K extends FrameKind>(kind: K, values: FrameValues<K>): number {
   const types: readonly FieldType[] = SCHEMA[kind];
   const list = values as readonly FrameValues<FrameKind>[number][];
   if (list.length !== types.length) throw new FrameError(`frame kind ${kind}: ${list.length} values for ${types.length} fields`);
-  let size = FRAME_HEAD_BYTES;
+  let size = FRAME_PREFIX_BYTES + FRAME_HEAD_BYTES;
   for (let i = 0; i < types.length; i++) size += fieldBytes(types[i]!, list[i]!);
-  const buf = Buffer.allocUnsafe(FRAME_PREFIX_BYTES + size);
-  buf.writeUInt32BE(size, 0);
-  buf[4] = kind;
-  buf.writeUInt32BE(id, 5);
-  let at = FRAME_PREFIX_BYTES + FRAME_HEAD_BYTES;
-  const writeString = (s: string): void => {
-    const n = buf.write(s, at + 4, "utf8");
-    buf.writeUInt32BE(n, at);
-    at += 4 + n;
-  };
+  return size;
+}
+
+/**
+ * Writes one frame at `start` of `buf`, which must have frameBytes(kind, values) bytes there;
+ * returns where it ends.
+ */
+export function writeFrame<K extends FrameKind>(buf: Buffer, start: number, kind: K, id: number, values: FrameValues<K>): number {
+  const types: readonly FieldType[] = SCHEMA[kind];
+  const list = values as readonly FrameValues<FrameKind>[number][];
+  buf[start + 4] = kind;
+  buf.writeUInt32BE(id, start + 5);
+  let at = start + FRAME_PREFIX_BYTES + FRAME_HEAD_BYTES;
   for (let i = 0; i < types.length; i++) {
     const value = list[i]!;
     switch (types[i]!) {
@@ -150,7 +167,7 @@ export function encodeFrame<K extends FrameKind>(kind: K, id: number, values: Fr
         at += 8;
         break;
       case "str":
-        writeString(value as string);
+        at = putString(buf, at, value as string);
         break;
       case "bytes": {
         const b = value as Buffer;
@@ -164,12 +181,13 @@ export function encodeFrame<K extends FrameKind>(kind: K, id: number, values: Fr
         if (pairs.length % 2 !== 0) throw new FrameError(`frame kind ${kind}: odd number of pair strings`);
         buf.writeUInt32BE(pairs.length / 2, at);
         at += 4;
-        for (const s of pairs) writeString(s);
+        for (const s of pairs) at = putString(buf, at, s);
         break;
       }
     }
   }
-  return buf;
+  buf.writeUInt32BE(at - start - FRAME_PREFIX_BYTES, start);
+  return at;
 }
 
 /**
@@ -196,6 +214,7 @@ class BodyCursor {
 
   string(): string {
     const n = this.u32();
+    if (n === 0) return "";
     this.need(n);
     const s = this.body.toString("utf8", this.at, this.at + n);
     this.at += n;

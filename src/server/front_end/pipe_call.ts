@@ -31,8 +31,12 @@ export interface ForwardedCall {
   readonly deadline: number | undefined;
 }
 
+const NO_HEADERS: IncomingHttpHeaders = Object.freeze({});
+
 /** Headers forwarded as flat [key, value, ...] pairs; a repeated key becomes an array, as node:http2 gives it. */
 export function headersFromPairs(pairs: readonly string[]): IncomingHttpHeaders {
+  // Most calls carry no metadata of their own (metadataToPairs): one shared, frozen empty set.
+  if (pairs.length === 0) return NO_HEADERS;
   const headers: Record<string, string | string[]> = {};
   for (let i = 0; i < pairs.length; i += 2) {
     const key = pairs[i]!;
