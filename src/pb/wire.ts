@@ -56,6 +56,26 @@ export class WireError extends Error {
 
 export const EMPTY_BYTES: Buffer = Buffer.alloc(0);
 
+/** Bytes of the varint of a non-negative safe integer. */
+export function varintBytes(v: number): number {
+  let n = 1;
+  while (v >= 0x80) {
+    v = Math.floor(v / 0x80);
+    n++;
+  }
+  return n;
+}
+
+/** Writes the varint of a non-negative safe integer at `at` (division, not bit operators: it may exceed 2^32); returns where it ends. */
+export function writeVarint(buf: Buffer, at: number, v: number): number {
+  while (v >= 0x80) {
+    buf[at++] = (v % 0x80) | 0x80;
+    v = Math.floor(v / 0x80);
+  }
+  buf[at++] = v;
+  return at;
+}
+
 export class ProtoReader {
   buf: Buffer;
   pos: number;

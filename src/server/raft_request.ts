@@ -6,6 +6,7 @@
 import type { MessageCodec } from "../pb/codec.js";
 import type { InternalRaftRequest, InternalRaftRequestInit, RequestHeaderInit } from "../pb/member-types.js";
 import { loadMemberCodecs } from "../pb/protos.js";
+import { varintBytes, writeVarint } from "../pb/wire.js";
 
 export type { InternalRaftRequest } from "../pb/member-types.js";
 
@@ -68,25 +69,6 @@ let requestHeader: MessageCodec<unknown, RequestHeaderInit> | undefined;
 function headerCodec(): MessageCodec<unknown, RequestHeaderInit> {
   requestHeader ??= loadMemberCodecs().message<unknown, RequestHeaderInit>("etcdserverpb.RequestHeader");
   return requestHeader;
-}
-
-function varintBytes(v: number): number {
-  let n = 1;
-  while (v >= 0x80) {
-    v = Math.floor(v / 0x80);
-    n++;
-  }
-  return n;
-}
-
-/** A varint of a non-negative safe integer (division, not bit operators: ids exceed 2^32). */
-function writeVarint(buf: Buffer, at: number, v: number): number {
-  while (v >= 0x80) {
-    buf[at++] = (v % 0x80) | 0x80;
-    v = Math.floor(v / 0x80);
-  }
-  buf[at++] = v;
-  return at;
 }
 
 /**

@@ -17,6 +17,7 @@ import type { Credentials, V3Server } from "../v3_server.js";
 import { Errors, toEtcdError } from "../errors.js";
 import { GRPC_CODE_NAMES } from "../grpc_metrics.js";
 import { loadMemberCodecs } from "../../pb/protos.js";
+import { varintBytes } from "../../pb/wire.js";
 import { credentialsOf } from "./authorize.js";
 import { REQUIRE_LEADER_KEY, requireLeaderIfAsked } from "./guard.js";
 import { header } from "./header.js";
@@ -110,17 +111,8 @@ class ResponseSizer {
   /** Bytes one event adds to the repeated field (tag, length, body). */
   event1(ev: EventInit): number {
     const n = this.event.encode(ev).length;
-    return 1 + varintSize(n) + n;
+    return 1 + varintBytes(n) + n;
   }
-}
-
-function varintSize(n: number): number {
-  let size = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    size++;
-  }
-  return size;
 }
 
 let sizer: ResponseSizer | undefined;

@@ -5,14 +5,14 @@
  * (WritePause), wait in drain() until WriteResume, and never get ahead of the pipe by more than a
  * turn's batch; the front end's Cancel reaches the handler as an aborted signal.
  */
-import net from "node:net";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { RegisteredMethod } from "../../../src/grpc/call.js";
 import type { CallContext, ServerWritable } from "../../../src/grpc/handler.js";
 import type { MessageCodec } from "../../../src/pb/codec.js";
 import { type Frame, FrameKind } from "../../../src/server/front_end/frame.js";
 import { BATCH_BYTES_HIGH, FramePipe } from "../../../src/server/front_end/pipe.js";
 import { FrontEndLink } from "../../../src/server/front_end/front_end_link.js";
+import { socketPair } from "./socket_pair.js";
 
 const bytesCodec: MessageCodec<unknown> = {
   typeName: "bytes",
@@ -32,23 +32,6 @@ interface HandlerState {
   aborted: boolean;
 }
 
-const sockets: net.Socket[] = [];
-let server: net.Server | undefined;
-afterEach(() => {
-  for (const s of sockets.splice(0)) s.destroy();
-  server?.close();
-});
-
-async function socketPair(): Promise<[net.Socket, net.Socket]> {
-  const srv = net.createServer();
-  server = srv;
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const accepted = new Promise<net.Socket>((r) => srv.once("connection", r));
-  const client = net.connect((srv.address() as net.AddressInfo).port, "127.0.0.1");
-  const core = await accepted;
-  sockets.push(client, core);
-  return [core, client];
-}
 
 function turns(n: number): Promise<void> {
   return n === 0 ? Promise.resolve() : new Promise((r) => setImmediate(() => void turns(n - 1).then(r)));

@@ -4,28 +4,10 @@
  * holds a turn's buffer, which must not be written over), and a frame larger than the buffer kept
  * goes through whole.
  */
-import net from "node:net";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type Frame, FrameKind } from "../../../src/server/front_end/frame.js";
 import { FramePipe } from "../../../src/server/front_end/pipe.js";
-
-const sockets: net.Socket[] = [];
-let server: net.Server | undefined;
-afterEach(() => {
-  for (const s of sockets.splice(0)) s.destroy();
-  server?.close();
-});
-
-async function socketPair(): Promise<[net.Socket, net.Socket]> {
-  const srv = net.createServer();
-  server = srv;
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const accepted = new Promise<net.Socket>((r) => srv.once("connection", r));
-  const client = net.connect((srv.address() as net.AddressInfo).port, "127.0.0.1");
-  const accepted_ = await accepted;
-  sockets.push(client, accepted_);
-  return [accepted_, client];
-}
+import { socketPair } from "./socket_pair.js";
 
 async function until(cond: () => boolean, what: string): Promise<void> {
   const deadline = Date.now() + 20_000;
