@@ -3,7 +3,8 @@
  * backend quota; the member serves them (writes through Raft, linearizable reads after a
  * ReadIndex round, serializable ones at once).
  */
-import type { MemberHandlers } from "../../grpc/index.js";
+import type { CallContext, MemberHandlers } from "../../grpc/index.js";
+import type { PutRequest } from "../../mvcc/types.js";
 import { checkPutRequest, checkTxnRequest } from "../../mvcc/txn_check.js";
 import { putCost, txnCost, txnHasPut } from "../../mvcc/txn_rules.js";
 import { Errors, toEtcdError } from "../errors.js";
@@ -15,6 +16,11 @@ import type { Quota } from "./quota.js";
 
 function rethrowAsEtcd(e: unknown): never {
   throw toEtcdError(e);
+}
+
+/** A put as member `m`, answered with `s`'s header; errors as etcd's statuses. */
+function putAs(s: V3Server, m: V3Server, req: PutRequest, ctx: CallContext) {
+  return m.put(req, undefined, ctx.requestBytes).then(({ response, revision }) => ({ header: header(s, revision), ...response }), rethrowAsEtcd);
 }
 
 export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserverpb.KV"> {
@@ -31,15 +37,13 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
     // quota's alarm, the caller's identity): each is a promise and a resumption per put on the
     // member's main thread (issue 18). Errors map to etcd's statuses as guarded() maps them.
     Put: (req, ctx) => {
-      const put = (m: V3Server) =>
-        m.put(req, undefined, ctx.requestBytes).then(({ response, revision }) => ({ header: header(s, revision), ...response }), rethrowAsEtcd);
       try {
         requireLeaderIfAsked(s, ctx);
         checkPutRequest(req);
         const over = quota.check(putCost(req));
         if (over !== undefined) return guarded(() => over);
         const m = actingMember(s, ctx);
-        return m instanceof Promise ? guarded(async () => put(await m)) : put(m);
+        return m instanceof Promise ? guarded(async () => putAs(s, await m, req, ctx)) : putAs(s, m, req, ctx);
       } catch (e) {
         return Promise.reject(toEtcdError(e));
       }
