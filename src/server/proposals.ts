@@ -26,8 +26,6 @@ import { Wait } from "./wait.js";
 export const MAX_GAP_BETWEEN_APPLY_AND_COMMIT = 5000;
 /** Bound on proposals waiting for their entry to apply. */
 export const MAX_PENDING_PROPOSALS = 100_000;
-/** Deadlines swept before the queue's consumed prefix is dropped. */
-const DEADLINE_COMPACT_AT = 1024;
 
 /** What the registry reads of the member's raft state. */
 export interface ProposalsState {
@@ -65,15 +63,6 @@ export class Proposals {
   private readonly wait: Wait<ApplyOutcome>;
   private batch: Array<{ id: number; data: Buffer }> = [];
   private confChanges: Array<{ id: number; cc: ConfChangeV2 }> = [];
-  /**
-   * Every proposal has the same timeout, so deadlines queue in order: one sweep, not one timer each.
-   * Two arrays of plain numbers (V8 keeps them unboxed), not an object per proposal: each one
-   * lived for the whole request timeout, so every put left one more object for the old
-   * generation's collector (issue 18: GC is a fifth of the leader's main thread).
-   */
-  private readonly deadlineIds: number[] = [];
-  private readonly deadlineAtMs: number[] = [];
-  private deadlineHead = 0;
   /** `batch` holds proposals kept back for want of a leader (some may have failed meanwhile). */
   private holding = false;
   private stopped = false;
@@ -103,13 +92,12 @@ export class Proposals {
       }
       id = this.o.ids.next();
       const data = this.entryData(id, req, raw);
-      done = this.wait.register(id);
+      done = this.wait.register(id, this.deadline());
       this.batch.push({ id, data });
     } catch (err) {
       return Promise.reject(err as Error);
     }
     this.o.wake();
-    this.queueDeadline(id);
     return signal === undefined ? done : this.untilAborted(id, done, signal);
   }
 
@@ -142,9 +130,8 @@ export class Proposals {
     if (this.stopped) throw Errors.stopped();
     if (this.wait.isFull()) throw Errors.tooManyRequests();
     const id = this.o.ids.next();
-    const done = this.wait.register(id);
+    const done = this.wait.register(id, this.deadline());
     this.confChanges.push({ id, cc: make(id) });
-    this.queueDeadline(id);
     this.o.wake();
     return done;
   }
@@ -206,27 +193,19 @@ export class Proposals {
     this.wait.trigger(id, outcome);
   }
 
-  private queueDeadline(id: number): void {
-    this.deadlineIds.push(id);
-    this.deadlineAtMs.push(this.o.now() + this.o.requestTimeoutMs);
+  /**
+   * A proposal made now is due at this time. Every proposal has the same timeout, so deadlines
+   * come in order and the registry keeps them with its waiters: one sweep, not one timer each.
+   */
+  private deadline(): number {
+    return this.o.now() + this.o.requestTimeoutMs;
   }
 
   /** Fails the proposals whose request timeout passed (etcd's "request timed out"). */
   sweep(): void {
-    const now = this.o.now();
-    const ids = this.deadlineIds;
-    const atMs = this.deadlineAtMs;
-    let i = this.deadlineHead;
-    while (i < ids.length && atMs[i]! <= now) {
-      const id = ids[i++]!;
-      if (this.wait.has(id)) this.fail(id, this.o.state.hasLeader() ? Errors.timeout() : Errors.timeoutDueToLeaderFail());
-    }
-    this.deadlineHead = i;
-    if (i > DEADLINE_COMPACT_AT && i * 2 > ids.length) {
-      ids.splice(0, i);
-      atMs.splice(0, i);
-      this.deadlineHead = 0;
-    }
+    const error = this.o.state.hasLeader() ? Errors.timeout : Errors.timeoutDueToLeaderFail;
+    const n = this.wait.expire(this.o.now(), error);
+    for (let i = 0; i < n; i++) this.o.failed.inc();
   }
 
   /** The member stops: every waiting proposal fails, new ones are refused. */

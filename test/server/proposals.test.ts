@@ -168,18 +168,26 @@ describe("proposals", () => {
     expect(t.failed).toBe(2);
   });
 
-  it("keeps its deadline queue bounded by what is still due", () => {
+  it("sweeps only what is due: thousands of proposals, each failed once at its own deadline", async () => {
     const { t, p, raft } = setup();
-    for (let round = 0; round < 5; round++) {
-      for (let i = 0; i < 1000; i++) void p.propose({ leaseRevoke: { ID: i + 1 } }).catch(() => {});
+    const waves: Promise<unknown>[][] = [];
+    for (let wave = 0; wave < 5; wave++) {
+      waves.push(Array.from({ length: 1000 }, (_, i) => outcome(p.propose({ leaseRevoke: { ID: i + 1 } }))));
       p.flush(raft);
-      t.ms += TIMEOUT_MS;
-      p.sweep();
-      expect(p.size).toBe(0);
+      t.ms += TIMEOUT_MS / 4;
     }
-    const queue = p as unknown as { deadlineIds: number[]; deadlineAtMs: number[] };
-    expect(queue.deadlineIds.length).toBeLessThanOrEqual(2048);
-    expect(queue.deadlineAtMs.length).toBe(queue.deadlineIds.length);
+    // Waves 0..4 were made at 0, T/4, .., T; now is 5T/4: waves 0 and 1 are due, 2..4 are not.
+    t.ms = TIMEOUT_MS + TIMEOUT_MS / 4 - 1;
+    p.sweep();
+    expect(p.size).toBe(4000);
+    t.ms += 1;
+    p.sweep();
+    expect(p.size).toBe(3000);
+    expect(t.failed).toBe(2000);
+    for (const w of waves.slice(0, 2)) expect(new Set(await Promise.all(w))).toEqual(new Set(["etcdserver: request timed out"]));
+    t.ms += TIMEOUT_MS;
+    p.sweep();
+    expect(p.size).toBe(0);
     expect(t.failed).toBe(5000);
   });
 
