@@ -5,12 +5,15 @@
  *
  * Two parts, one budget and one eviction order (a sequence number per insertion):
  *
- * - **written**: the rows the apply writes, whose revisions only ever ascend. Kept as parallel
- *   arrays searched by bisection, so a put costs a few array pushes and its eviction an index
+ * - **written**: the rows the apply writes, whose revisions only ever ascend. Kept in a ring of
+ *   parallel slots searched by bisection, so a put costs three stores and its eviction an index
  *   step. A Map keyed by revision cost far more per put (issue 18: the row cache's `set` was
  *   3-5% of the leader's main thread under put load): a packed revision is above 2^31, so every
  *   key was a heap number to hash, and a table of ~20k rows with one delete per put was rehashed
- *   over and over.
+ *   over and over. Plain arrays pushed at the end and sliced at the front once half consumed
+ *   were regrown (copied into fresh, page-faulting memory) twice per ~20k puts: 2.2% of the
+ *   core's main thread in `bench/compare/oncpu.ts`. The ring grows only when full, so its size
+ *   follows the budget, not the write rate.
  * - **read**: rows a read brought back from the table (revisions below the highest written),
  *   a Map with a queue of its own.
  *
@@ -31,17 +34,22 @@ export interface CachedRow {
 export const ROW_OVERHEAD_BYTES = 200;
 /** Dead slots (deleted rows) tolerated in the written part before it is packed again. */
 const DEAD_SLOTS_SLACK = 4096;
+/** The written ring's first capacity (it doubles when full, and never shrinks: its size follows the budget). */
+const WRITTEN_CAPACITY_MIN = 1024;
 
 export function rowCost(row: CachedRow): number {
   return row.key.byteLength + row.value.byteLength + ROW_OVERHEAD_BYTES;
 }
 
 export class RowCache<R extends CachedRow> {
-  // written: revisions strictly ascending from writtenHead; a deleted row leaves an undefined slot.
-  private writtenRevs: number[] = [];
-  private writtenRows: (R | undefined)[] = [];
-  private writtenSeqs: number[] = [];
+  // written: a ring of `count` slots from `head` (capacity a power of two), revisions strictly
+  // ascending in ring order; a deleted row leaves an undefined slot.
+  private writtenRevs = new Float64Array(WRITTEN_CAPACITY_MIN);
+  private writtenSeqs = new Float64Array(WRITTEN_CAPACITY_MIN);
+  private writtenRows: (R | undefined)[] = new Array<R | undefined>(WRITTEN_CAPACITY_MIN).fill(undefined);
+  private writtenMask = WRITTEN_CAPACITY_MIN - 1;
   private writtenHead = 0;
+  private writtenCount = 0;
   private writtenLive = 0;
   // read: rows by revision, and their insertion order (entries of rows deleted since are skipped).
   private readonly readRows = new Map<number, R>();
@@ -69,7 +77,7 @@ export class RowCache<R extends CachedRow> {
 
   /** Slots and queue entries held, live or not (what compaction keeps bounded). */
   get slotsHeld(): number {
-    return this.writtenRevs.length + this.readOrder.length;
+    return this.writtenCount + this.readOrder.length;
   }
 
   get(rev: number): R | undefined {
@@ -87,10 +95,7 @@ export class RowCache<R extends CachedRow> {
     if (cost > this.maxBytes / 64) return;
     if (row.rev > this.highest) {
       this.highest = row.rev;
-      this.writtenRevs.push(row.rev);
-      this.writtenRows.push(row);
-      this.writtenSeqs.push(this.seq++);
-      this.writtenLive++;
+      this.pushWritten(row);
     } else {
       // A revision's row never changes, so one cached already stays as it is.
       if (this.get(row.rev) !== undefined) return;
@@ -119,16 +124,29 @@ export class RowCache<R extends CachedRow> {
     this.bytesHeld -= rowCost(read);
   }
 
-  /** The slot of `rev` in the written part, or -1 (bisection over the ascending revisions). */
+  private pushWritten(row: R): void {
+    if (this.writtenCount === this.writtenRows.length) this.resizeWritten(2 * this.writtenRows.length);
+    const at = (this.writtenHead + this.writtenCount) & this.writtenMask;
+    this.writtenRevs[at] = row.rev;
+    this.writtenSeqs[at] = this.seq++;
+    this.writtenRows[at] = row;
+    this.writtenCount++;
+    this.writtenLive++;
+  }
+
+  /** The ring slot of `rev` in the written part, or -1 (bisection over the ascending revisions). */
   private writtenIndex(rev: number): number {
     const revs = this.writtenRevs;
-    let lo = this.writtenHead;
-    let hi = revs.length - 1;
-    if (lo > hi || rev < revs[lo]! || rev > revs[hi]!) return -1;
+    const head = this.writtenHead;
+    const mask = this.writtenMask;
+    let lo = 0;
+    let hi = this.writtenCount - 1;
+    if (hi < 0 || rev < revs[head]! || rev > revs[(head + hi) & mask]!) return -1;
     while (lo <= hi) {
       const mid = (lo + hi) >>> 1;
-      const r = revs[mid]!;
-      if (r === rev) return mid;
+      const at = (head + mid) & mask;
+      const r = revs[at]!;
+      if (r === rev) return at;
       if (r < rev) lo = mid + 1;
       else hi = mid - 1;
     }
@@ -139,13 +157,12 @@ export class RowCache<R extends CachedRow> {
   private evictOldest(): void {
     this.skipDeadReads();
     const readSeq = this.readHead < this.readOrder.length ? this.readSeqs[this.readHead]! : Number.POSITIVE_INFINITY;
-    while (this.writtenHead < this.writtenRevs.length && this.writtenRows[this.writtenHead] === undefined) this.writtenHead++;
-    const writtenSeq = this.writtenHead < this.writtenRevs.length ? this.writtenSeqs[this.writtenHead]! : Number.POSITIVE_INFINITY;
+    while (this.writtenCount > 0 && this.writtenRows[this.writtenHead] === undefined) this.shiftWritten();
+    const writtenSeq = this.writtenCount > 0 ? this.writtenSeqs[this.writtenHead]! : Number.POSITIVE_INFINITY;
     invariant(readSeq !== writtenSeq, `row cache over budget (${this.bytesHeld} of ${this.maxBytes} bytes) with no row to evict`);
     if (writtenSeq < readSeq) {
       const row = this.writtenRows[this.writtenHead]!;
-      this.writtenRows[this.writtenHead] = undefined;
-      this.writtenHead++;
+      this.shiftWritten();
       this.writtenLive--;
       this.bytesHeld -= rowCost(row);
       return;
@@ -156,16 +173,21 @@ export class RowCache<R extends CachedRow> {
     this.bytesHeld -= rowCost(row);
   }
 
+  /** Drops the written ring's first slot (its row, if any, already accounted for by the caller). */
+  private shiftWritten(): void {
+    this.writtenRows[this.writtenHead] = undefined;
+    this.writtenHead = (this.writtenHead + 1) & this.writtenMask;
+    this.writtenCount--;
+  }
+
   /** Moves the read queue's head past entries whose rows were deleted since. */
   private skipDeadReads(): void {
     while (this.readHead < this.readOrder.length && !this.readRows.has(this.readOrder[this.readHead]!)) this.readHead++;
   }
 
-  /** Drops consumed prefixes and, once they outnumber the live rows, dead slots and stale queue entries. */
+  /** Drops, once they outnumber the live rows, dead slots and stale queue entries, and the read queue's consumed prefix. */
   private compact(): void {
-    const slots = this.writtenRevs.length - this.writtenHead;
-    if (slots - this.writtenLive > this.writtenLive + DEAD_SLOTS_SLACK) this.packWritten();
-    else if (this.writtenHead > DEAD_SLOTS_SLACK && this.writtenHead * 2 > this.writtenRevs.length) this.dropWrittenPrefix();
+    if (this.writtenCount - this.writtenLive > this.writtenLive + DEAD_SLOTS_SLACK) this.packWritten();
     const queued = this.readOrder.length - this.readHead;
     if (queued > DEAD_SLOTS_SLACK && queued > 2 * this.readRows.size) this.packReadQueue();
     else if (this.readHead > DEAD_SLOTS_SLACK && this.readHead * 2 > this.readOrder.length) {
@@ -175,30 +197,34 @@ export class RowCache<R extends CachedRow> {
     }
   }
 
-  private dropWrittenPrefix(): void {
-    const h = this.writtenHead;
-    this.writtenRevs = this.writtenRevs.slice(h);
-    this.writtenRows = this.writtenRows.slice(h);
-    this.writtenSeqs = this.writtenSeqs.slice(h);
-    this.writtenHead = 0;
+  /** The written ring without its dead slots, at the capacity it has. */
+  private packWritten(): void {
+    this.resizeWritten(this.writtenRows.length, true);
+    invariant(this.writtenCount === this.writtenLive, `row cache: ${this.writtenCount} written rows kept, ${this.writtenLive} counted`);
   }
 
-  private packWritten(): void {
-    const revs: number[] = [];
-    const rows: R[] = [];
-    const seqs: number[] = [];
-    for (let i = this.writtenHead; i < this.writtenRevs.length; i++) {
-      const row = this.writtenRows[i];
-      if (row === undefined) continue;
-      revs.push(this.writtenRevs[i]!);
-      rows.push(row);
-      seqs.push(this.writtenSeqs[i]!);
+  /** Moves the written ring into new slots of `capacity` (a power of two), from slot 0, live rows only if `liveOnly`. */
+  private resizeWritten(capacity: number, liveOnly = false): void {
+    invariant(capacity >= this.writtenCount && (capacity & (capacity - 1)) === 0, `row cache ring capacity ${capacity} for ${this.writtenCount} slots`);
+    const revs = new Float64Array(capacity);
+    const seqs = new Float64Array(capacity);
+    const rows = new Array<R | undefined>(capacity).fill(undefined);
+    let n = 0;
+    for (let i = 0; i < this.writtenCount; i++) {
+      const at = (this.writtenHead + i) & this.writtenMask;
+      const row = this.writtenRows[at];
+      if (liveOnly && row === undefined) continue;
+      revs[n] = this.writtenRevs[at]!;
+      seqs[n] = this.writtenSeqs[at]!;
+      rows[n] = row;
+      n++;
     }
-    invariant(rows.length === this.writtenLive, `row cache: ${rows.length} written rows found, ${this.writtenLive} counted`);
     this.writtenRevs = revs;
-    this.writtenRows = rows;
     this.writtenSeqs = seqs;
+    this.writtenRows = rows;
+    this.writtenMask = capacity - 1;
     this.writtenHead = 0;
+    this.writtenCount = n;
   }
 
   /** Keeps one queue entry per cached read row: its latest insertion's. */

@@ -57,10 +57,11 @@ describe('row cache', () => {
     expect(cache.size).toBe(2);
   });
 
-  it('matches a model over a seeded run of writes, reads, deletes and lookups', () => {
+  // 300 rows: the written ring wraps around its first capacity; 5,000: it grows while wrapped.
+  it.each([300, 5000])('matches a model over a seeded run of writes, reads, deletes and lookups (budget %i rows)', (rows) => {
     const seed = seedFor('row_cache.model');
     const rnd = mulberry32(seed);
-    const budget = COST_100 * 300;
+    const budget = COST_100 * rows;
     const cache = new RowCache<Row>(budget);
     /** What the table holds: a row per revision not deleted. */
     const table = new Map<number, Row>();
@@ -106,6 +107,22 @@ describe('row cache', () => {
         expect(cache.size).toBe(size);
         expect(cache.bytes).toBeLessThanOrEqual(budget);
       }
+    }
+  });
+
+  it('grows its written ring while it wraps around, keeping every row in order', () => {
+    const cache = new RowCache<Row>(COST_100 * 1000);
+    let rev = 0;
+    for (; rev < 1500; rev++) cache.set(row(rev + 1, 100, rev + 1)); // 1,000 held, the oldest 500 out: wrapped
+    // Half the held rows deleted (dead slots, room in the budget), then as many new rows: more
+    // slots than the ring had, so it grows with its head mid-ring.
+    for (let r = 502; r <= 1500; r += 2) cache.delete(r);
+    for (; rev < 2000; rev++) cache.set(row(rev + 1, 100, rev + 1));
+    expect(cache.size).toBe(1000);
+    expect(cache.slotsHeld).toBe(1500);
+    for (let r = 1; r <= 2000; r++) {
+      const held = (r > 500 && r <= 1500 && r % 2 === 1) || r > 1500;
+      expect(cache.get(r)?.tag).toBe(held ? r : undefined);
     }
   });
 
