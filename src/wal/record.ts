@@ -212,11 +212,13 @@ export class RecordWriter {
   private buf: Buffer;
   private length = 0;
 
+  /** `into`, when given and large enough, is written over instead of a new allocation. */
   constructor(
     capacityBytes: number,
     private chain: number,
+    into?: Buffer,
   ) {
-    this.buf = Buffer.allocUnsafe(Math.max(capacityBytes, 64));
+    this.buf = into !== undefined && into.length >= capacityBytes ? into : Buffer.allocUnsafe(Math.max(capacityBytes, 64));
   }
 
   get chainCrc(): number {
@@ -240,6 +242,18 @@ export class RecordWriter {
 
   entry(e: Entry): number {
     return this.append(RecordType.Entry, ENTRY_PAYLOAD_OVERHEAD_BYTES + e.data.byteLength, (b, o) => writeEntryPayload(b, o, e));
+  }
+
+  /**
+   * Copies records sealed before (already part of the chain) in front of what follows: the
+   * chain is not touched. Returns their offset.
+   */
+  sealed(records: Buffer): number {
+    this.reserve(records.length);
+    const off = this.length;
+    records.copy(this.buf, off);
+    this.length = off + records.length;
+    return off;
   }
 
   hardState(hs: HardState): number {
