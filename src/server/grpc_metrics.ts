@@ -91,7 +91,9 @@ export function grpcMetrics(registry: Registry, o: GrpcMetricsOptions): CallObse
   const methodLabels: MethodLabel[] = ["grpc_type", "grpc_service", "grpc_method"];
   // Label objects and pending counts built once per method, not per call.
   const byPath = new Map<string, MethodSeries>();
-  const clientRequestsPending = new Map<string, Pending<"type" | "client_api_version">>();
+  // By request type, then client version: a key concatenated per call was a string to flatten and
+  // hash on every request (issue 18).
+  const clientRequestsPending = new Map<string, Map<string, Pending<"type" | "client_api_version">>>();
   const bytes = { received: 0, sent: 0 };
   const methods = () => byPath.values();
   /** A per-method counter whose pending counts (one of each method's series) are handed over at collect. */
@@ -146,7 +148,7 @@ export function grpcMetrics(registry: Registry, o: GrpcMetricsOptions): CallObse
     labelNames: ["type", "client_api_version"],
     registers,
     collect() {
-      flushInto(this, clientRequestsPending.values());
+      for (const byVersion of clientRequestsPending.values()) flushInto(this, byVersion.values());
     },
   });
 
@@ -174,9 +176,10 @@ export function grpcMetrics(registry: Registry, o: GrpcMetricsOptions): CallObse
       const s = series(m);
       s.started.n++;
       const version = clientApiVersion ?? "unknown";
-      const key = `${s.requestType}\u0000${version}`;
-      let c = clientRequestsPending.get(key);
-      if (c === undefined) clientRequestsPending.set(key, (c = pending({ type: s.requestType, client_api_version: version })));
+      let byVersion = clientRequestsPending.get(s.requestType);
+      if (byVersion === undefined) clientRequestsPending.set(s.requestType, (byVersion = new Map()));
+      let c = byVersion.get(version);
+      if (c === undefined) byVersion.set(version, (c = pending({ type: s.requestType, client_api_version: version })));
       c.n++;
     },
     handled(m, code, seconds) {
