@@ -3,10 +3,12 @@
  * and per thread, from /proc) and, optionally, a profile.ts output directory (which share of the
  * leader's main thread is client-port work), the main-thread µs per put today, after the client
  * port moves to front-end processes, the hand-off's cost, and the resulting ceiling in puts/s on
- * 2, 4, 8 and 16 cores.
+ * 2, 4, 8 and 16 cores; with --apply-share, also after the apply thread (mvcc and the backend on
+ * a worker thread of the core process) takes that share of the core's main thread.
  *
  *   npx tsx bench/cost_model.ts bench/results/<stamp>.json [--row=put-100x1000-leader]
  *        [--profile=DIR] [--client-share=0.xx] [--handoff-us=N] [--handoff-front-us=N] [--cores=2,4,8,16]
+ *        [--apply-share=0.xx --apply-handoff-us=N --apply-worker-extra-us=N]   (bench/apply_thread.ts measures the last two)
  *
  * Take both inputs from a quiet machine: the µs come from the results file, the share from the
  * profile (shares hold under load, absolute µs do not).
@@ -58,6 +60,21 @@ export interface ModelInput {
   handoffCoreUs: number;
   /** Front-end µs per put for its side of the hand-off (encode the request, decode the response). */
   handoffFrontUs: number;
+  /** The apply thread, if modelled: see ApplyThreadInput. */
+  apply?: ApplyThreadInput;
+}
+
+/**
+ * The apply thread: the MVCC store and the backend on a worker thread of the core process, fed the
+ * committed entries one message per batch and answering with their revisions (docs/multicore.md).
+ */
+export interface ApplyThreadInput {
+  /** Share of the core's main thread (with front ends) that the apply takes: mvcc, backend, apply dispatch. */
+  share: number;
+  /** Main-thread µs per put the hand-off to the worker costs (copy into the batch, post, resolve from the answer). */
+  handoffUs: number;
+  /** Worker µs per put beyond the apply itself (its side of the hand-off). */
+  workerExtraUs: number;
 }
 
 export interface Ceiling {
@@ -70,7 +87,7 @@ export interface Ceiling {
   /** Puts/s a follower's main thread allows (it applies every put). */
   followerLimit: number;
   putsPerSec: number;
-  bound: "core" | "front ends" | "follower";
+  bound: "core" | "front ends" | "follower" | "apply thread";
 }
 
 export interface ModelOutput {
@@ -81,6 +98,13 @@ export interface ModelOutput {
   /** µs per put on the core process's threads other than main. */
   helperUs: number;
   ceilings: Ceiling[];
+  /** With the apply thread (when modelled). */
+  applied?: {
+    coreUs: number;
+    applyThreadUs: number;
+    followerMainUs: number;
+    ceilings: (Ceiling & { applyLimit: number })[];
+  };
 }
 
 /**
@@ -98,18 +122,46 @@ export function costModel(m: ModelInput, coresList: readonly number[]): ModelOut
   const helperUs = helperAll * (1 - m.clientShare);
   // A front end does the client-port work the main thread does today, its helpers' share, and the other half of the hand-off.
   const frontUsPerPut = clientUs + helperAll * m.clientShare + m.handoffFrontUs;
-  const ceilings = coresList.map((cores): Ceiling => {
-    // The core process takes one core for its main thread and its helpers' share of another.
-    const coreLimit = 1e6 / coreUsAfter;
-    const coresForFronts = Math.max(0, cores - 1 - helperUs / coreUsAfter);
-    const frontEnds = Math.max(1, Math.floor(cores - 1));
-    const frontLimit = cores <= 1 ? 0 : (coresForFronts * 1e6) / frontUsPerPut;
-    const followerLimit = m.followerMainUs > 0 ? 1e6 / m.followerMainUs : Number.POSITIVE_INFINITY;
-    const putsPerSec = Math.min(coreLimit, frontLimit, followerLimit);
-    const bound = putsPerSec === coreLimit ? "core" : putsPerSec === frontLimit ? "front ends" : "follower";
-    return { cores, frontEnds, coreLimit, frontLimit, followerLimit, putsPerSec, bound };
+  const followerLimit = m.followerMainUs > 0 ? 1e6 / m.followerMainUs : Number.POSITIVE_INFINITY;
+  const ceilings = coresList.map((cores) => ceilingOn(cores, coreUsAfter, helperUs, frontUsPerPut, followerLimit));
+  const out: ModelOutput = { coreUsToday: m.mainUs, ceilingToday: 1e6 / m.mainUs, coreUsAfter, frontUsPerPut, helperUs, ceilings };
+  if (m.apply !== undefined) out.applied = withApplyThread(m, m.apply, coreUsAfter, helperUs, frontUsPerPut, coresList);
+  return out;
+}
+
+/**
+ * One host of `cores` cores: the core process takes one core for its main thread and, beside it,
+ * `besideUs` per put of its other threads (helpers, the apply thread), counted in cores at the
+ * core thread's rate; the front ends get what is left.
+ */
+function ceilingOn(cores: number, coreUs: number, besideUs: number, frontUsPerPut: number, followerLimit: number): Ceiling {
+  const coreLimit = 1e6 / coreUs;
+  const coresForFronts = Math.max(0, cores - 1 - besideUs / coreUs);
+  const frontEnds = Math.max(1, Math.floor(cores - 1));
+  const frontLimit = cores <= 1 ? 0 : (coresForFronts * 1e6) / frontUsPerPut;
+  const putsPerSec = Math.min(coreLimit, frontLimit, followerLimit);
+  const bound = putsPerSec === coreLimit ? "core" : putsPerSec === frontLimit ? "front ends" : "follower";
+  return { cores, frontEnds, coreLimit, frontLimit, followerLimit, putsPerSec, bound };
+}
+
+/**
+ * The apply leaves the core's main thread (and a follower's: it applies every put too) for a
+ * worker, which also pays its side of the hand-off; the main threads pay theirs.
+ */
+function withApplyThread(m: ModelInput, a: ApplyThreadInput, coreUsAfter: number, helperUs: number, frontUsPerPut: number, coresList: readonly number[]): NonNullable<ModelOutput["applied"]> {
+  if (!(a.share >= 0 && a.share < 1)) throw new Error(`apply share must be in [0, 1), got ${a.share}`);
+  const applyUs = coreUsAfter * a.share;
+  const coreUs = coreUsAfter - applyUs + a.handoffUs;
+  const applyThreadUs = applyUs + a.workerExtraUs;
+  const followerMainUs = Math.max(0, m.followerMainUs - applyUs + a.handoffUs);
+  const followerLimit = followerMainUs > 0 ? 1e6 / followerMainUs : Number.POSITIVE_INFINITY;
+  const applyLimit = 1e6 / applyThreadUs;
+  const ceilings = coresList.map((cores) => {
+    const c = ceilingOn(cores, coreUs, helperUs + applyThreadUs, frontUsPerPut, followerLimit);
+    if (applyLimit < c.putsPerSec) return { ...c, applyLimit, putsPerSec: applyLimit, bound: "apply thread" as const };
+    return { ...c, applyLimit };
   });
-  return { coreUsToday: m.mainUs, ceilingToday: 1e6 / m.mainUs, coreUsAfter, frontUsPerPut, helperUs, ceilings };
+  return { coreUs, applyThreadUs, followerMainUs, ceilings };
 }
 
 // ------------------------------------------------------------------ profile shares
@@ -205,7 +257,15 @@ function main(): void {
   // The front end's side may differ from the core's (measured: docs/multicore.md); without it, the same.
   const handoffFront = Number(opt("handoff-front-us") ?? handoff);
   const cores = (opt("cores") ?? "2,4,8,16").split(",").map(Number);
-  const out = costModel({ mainUs: et.leaderMainUs, processUs: et.leaderUs, followerMainUs: et.followerMainUs, clientShare, handoffCoreUs: handoff, handoffFrontUs: handoffFront }, cores);
+  const applyShare = opt("apply-share");
+  const apply =
+    applyShare === undefined
+      ? undefined
+      : { share: Number(applyShare), handoffUs: Number(opt("apply-handoff-us") ?? NaN), workerExtraUs: Number(opt("apply-worker-extra-us") ?? NaN) };
+  if (apply !== undefined && !(Number.isFinite(apply.handoffUs) && Number.isFinite(apply.workerExtraUs))) {
+    throw new Error("--apply-share needs --apply-handoff-us and --apply-worker-extra-us (bench/apply_thread.ts measures them)");
+  }
+  const out = costModel({ mainUs: et.leaderMainUs, processUs: et.leaderUs, followerMainUs: et.followerMainUs, clientShare, handoffCoreUs: handoff, handoffFrontUs: handoffFront, apply }, cores);
   const f0 = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString("en-US") : "∞");
   const f1 = (v: number) => v.toFixed(1);
   const lines = [
@@ -221,6 +281,17 @@ function main(): void {
     ...out.ceilings.map((c) => `| ${c.cores} | ${c.frontEnds} | ${f0(c.coreLimit)} | ${f0(c.frontLimit)} | ${f0(c.followerLimit)} | ${f0(c.putsPerSec)} | ${c.bound} |`),
     "",
   ];
+  const a = out.applied;
+  if (a !== undefined && apply !== undefined) {
+    lines.push(
+      `With the apply thread (${(apply.share * 100).toFixed(0)}% of the core's main thread moved; hand-off ${f1(apply.handoffUs)} µs per put on the main thread, ${f1(apply.workerExtraUs)} more on the worker): the core's main thread ${f1(a.coreUs)} µs per put, the apply thread ${f1(a.applyThreadUs)}, a follower's main thread ${f1(a.followerMainUs)}`,
+      "",
+      "| cores | front ends | core thread limit | apply thread limit | front-end limit | follower limit | ceiling puts/s | bound by |",
+      "|---:|---:|---:|---:|---:|---:|---:|---|",
+      ...a.ceilings.map((c) => `| ${c.cores} | ${c.frontEnds} | ${f0(c.coreLimit)} | ${f0(c.applyLimit)} | ${f0(c.frontLimit)} | ${f0(c.followerLimit)} | ${f0(c.putsPerSec)} | ${c.bound} |`),
+      "",
+    );
+  }
   process.stdout.write(lines.join("\n"));
 }
 

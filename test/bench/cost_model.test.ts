@@ -21,6 +21,26 @@ describe("multicore cost model (docs/multicore.md)", () => {
     expect(() => costModel({ mainUs: 1, processUs: 1, followerMainUs: 1, clientShare: 1, handoffCoreUs: 0, handoffFrontUs: 0 }, [4])).toThrow(/client share/);
   });
 
+  it("the apply thread takes its share off the core's and a follower's main thread, adds its hand-off, and caps the member itself", () => {
+    const apply = { share: 0.25, handoffUs: 1, workerExtraUs: 2 };
+    const out = costModel({ mainUs: 100, processUs: 140, followerMainUs: 25, clientShare: 0.4, handoffCoreUs: 2, handoffFrontUs: 2, apply }, [2, 16]);
+    const a = out.applied!;
+    expect(a.coreUs).toBeCloseTo(62 - 15.5 + 1, 9); // a quarter of the 62 after front ends moves
+    expect(a.applyThreadUs).toBeCloseTo(15.5 + 2, 9);
+    expect(a.followerMainUs).toBeCloseTo(25 - 15.5 + 1, 9);
+    const [c2, c16] = a.ceilings;
+    // 2 cores: the core thread and, beside it, helpers (24) and the apply thread (17.5) leave 1 - 41.5/47.5 cores to front ends.
+    expect(c2!.frontLimit).toBeCloseTo(((2 - 1 - 41.5 / 47.5) * 1e6) / 58, 6);
+    expect(c2!.bound).toBe("front ends");
+    expect(c16!.bound).toBe("core");
+    expect(c16!.putsPerSec).toBeCloseTo(1e6 / 47.5, 6);
+    const heavy = costModel({ mainUs: 100, processUs: 100, followerMainUs: 10, clientShare: 0.4, handoffCoreUs: 2, handoffFrontUs: 2, apply: { share: 0.9, handoffUs: 1, workerExtraUs: 20 } }, [16]);
+    expect(heavy.applied!.ceilings[0]!.bound).toBe("apply thread");
+    expect(heavy.applied!.ceilings[0]!.putsPerSec).toBeCloseTo(1e6 / (62 * 0.9 + 20), 6);
+    expect(out.ceilings[1]!.putsPerSec).toBeCloseTo(1e6 / 62, 6); // without the apply thread: unchanged
+    expect(() => costModel({ mainUs: 1, processUs: 1, followerMainUs: 1, clientShare: 0, handoffCoreUs: 0, handoffFrontUs: 0, apply: { share: 1, handoffUs: 0, workerExtraUs: 0 } }, [4])).toThrow(/apply share/);
+  });
+
   it("sorts frames into the client port and the core; protobuf goes to its caller", () => {
     expect(frameSide("file:///x/dist/grpc/call.js")).toBe("client");
     expect(frameSide("file:///x/dist/server/api/kv.js")).toBe("client");
