@@ -29,12 +29,13 @@ class CountedStatement<P extends unknown[]> implements WriteStatement<P> {
   constructor(
     private readonly stmt: Statement<P>,
     private readonly tx: BatchTx,
+    private readonly writesPerRun: number,
   ) {}
 
   run(...params: P): void {
     this.tx.beforeWrite?.();
     this.stmt.run(...params);
-    this.tx.countWrites(1);
+    if (this.writesPerRun !== 0) this.tx.countWrites(this.writesPerRun);
   }
 }
 
@@ -53,10 +54,15 @@ export class BatchTx {
     this.db.exec(ddl);
   }
 
-  write<P extends unknown[]>(sql: string): WriteStatement<P> {
+  /**
+   * A write statement; each run counts `writesPerRun` writes of the batch (a statement of several
+   * rows counts each; 0 for rows already counted when the caller took them: see KvBackend.putKv).
+   */
+  write<P extends unknown[]>(sql: string, writesPerRun = 1): WriteStatement<P> {
+    invariant(Number.isSafeInteger(writesPerRun) && writesPerRun >= 0, `writes per run ${writesPerRun}`);
     const stmt = this.db.prepare<P>(sql);
     invariant(!stmt.reader, `write statement returns rows: ${sql}`);
-    return new CountedStatement(stmt, this);
+    return new CountedStatement(stmt, this, writesPerRun);
   }
 
   read<P extends unknown[], R>(sql: string, shape: RowShape = "object"): ReadStatement<P, R> {

@@ -164,7 +164,11 @@ export class KvStore implements StoreCore {
         // A failure here only costs the fast path: the install then rebuilds synchronously.
         this.prebuilt = await rebuildFromImage(imagePath, META_CONSISTENT_INDEX).catch(() => undefined);
       },
-      preCommit: () => this.persistConsistentIndex(),
+      preCommit: () => {
+        // Every row applied before the commit goes in with it (KvBackend holds puts back).
+        this.backend.flushHeld();
+        this.persistConsistentIndex();
+      },
     });
   }
 
@@ -295,6 +299,7 @@ export class KvStore implements StoreCore {
    * member's backend do not use it: they register with the backend and write through its handle.
    */
   get db(): Backend['connection'] {
+    this.backend.flushHeld();
     return this.shared.connection;
   }
 
@@ -355,7 +360,7 @@ export class KvStore implements StoreCore {
     this.ci = index;
     this.term = term;
     // Persisted by the pre-commit hook, in the same transaction as the changes it covers.
-    this.backend.handle.countWrites(1);
+    this.backend.countWrites(1);
     return true;
   }
 
