@@ -41,6 +41,15 @@ function reserveInChild(dir: string, n: number, holdMs = 0): Promise<number[]> {
   });
 }
 
+/** True when something listens on `port` (127.0.0.1) now. */
+function listening(port: number): Promise<boolean> {
+  const probe = createServer();
+  return new Promise((r) => {
+    probe.once("error", () => r(true));
+    probe.listen(port, "127.0.0.1", () => probe.close(() => r(false)));
+  });
+}
+
 function window(n: number): number[] {
   return Array.from({ length: n }, (_, i) => START + i);
 }
@@ -82,18 +91,27 @@ describe("port allocator", () => {
   it("skips a port another program listens on", async () => {
     const dir = lockDir();
     const servers: Server[] = [];
+    // Other test files run beside this one and take ports of the real allocator, which may fall in
+    // this window: a port already in use is held by another program too, just not by us.
+    const busyElsewhere = new Set<number>();
     try {
       for (const p of window(10).filter((_, i) => i % 3 === 0)) {
         const srv = createServer();
-        await new Promise<void>((r, j) => {
-          srv.once("error", j);
-          srv.listen(p, "127.0.0.1", () => r());
+        const ok = await new Promise<boolean>((r, j) => {
+          srv.once("error", (err: NodeJS.ErrnoException) => (err.code === "EADDRINUSE" ? r(false) : j(err)));
+          srv.listen(p, "127.0.0.1", () => r(true));
         });
-        servers.push(srv);
+        if (ok) servers.push(srv);
+        else busyElsewhere.add(p);
       }
-      const held = new Set(servers.map((s) => (s.address() as { port: number }).port));
+      const held = new Set([...servers.map((s) => (s.address() as { port: number }).port), ...busyElsewhere]);
       const got = await reserveInChild(dir, 6);
-      expect(got).toEqual(window(10).filter((p) => !held.has(p)).slice(0, 6));
+      for (const p of held) expect(got).not.toContain(p);
+      expect(got).toEqual([...got].sort((a, b) => a - b));
+      // Every port it passed over was one listened on: ours, or (another test's) busy when checked.
+      const passed = window(got[got.length - 1]! - START + 1).filter((p) => !got.includes(p) && !held.has(p));
+      for (const p of passed) expect(await listening(p), `port ${p} skipped while free`).toBe(true);
+      expect(got[0]).toBe(window(10).find((p) => !held.has(p) && !passed.includes(p)));
     } finally {
       await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
     }
