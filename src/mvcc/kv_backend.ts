@@ -158,6 +158,12 @@ export class KvBackend {
     this.cache = new RowCache<KvRow>(ROW_CACHE_BYTES_MAX);
   }
 
+  /** The statements, with every held row inserted first: what any use of the tables but a put goes through. */
+  private get tables(): KvStatements {
+    this.flushHeld();
+    return this.s;
+  }
+
   private get s(): KvStatements {
     invariant(this.stmts !== undefined, 'kv tables used before the backend bound them');
     return this.stmts;
@@ -232,8 +238,7 @@ export class KvBackend {
   getKv(rev: number): KvRow | undefined {
     const cached = this.cache.get(rev);
     if (cached !== undefined) return cached;
-    this.flushHeld();
-    const r = this.s.get.get(rev);
+    const r = this.tables.get.get(rev);
     if (r === undefined) return undefined;
     const row = toRow(r);
     this.cache.set(row);
@@ -257,8 +262,7 @@ export class KvBackend {
    */
   peekKvs(revs: readonly number[]): (KvRow | undefined)[] {
     if (revs.length <= CACHED_READ_ROWS_MAX) return revs.map((rev) => this.getKv(rev));
-    this.flushHeld();
-    const get = this.s.get;
+    const get = this.tables.get;
     return revs.map((rev) => {
       const cached = this.cache.get(rev);
       if (cached !== undefined) return cached;
@@ -268,58 +272,49 @@ export class KvBackend {
   }
 
   deleteKv(rev: number): void {
-    this.flushHeld();
     this.cache.delete(rev);
-    this.s.del.run(rev);
+    this.tables.del.run(rev);
   }
 
   /** Rows with packed revision in [fromRev, toRev], in revision order, at most `limit`. */
   rowsBetween(fromRev: number, toRev: number, limit: number): KvRow[] {
     invariant(limit > 0, 'row limit must be positive');
-    this.flushHeld();
-    return this.s.range.all(fromRev, toRev, limit).map(toRow);
+    return this.tables.range.all(fromRev, toRev, limit).map(toRow);
   }
 
   /** Every row in revision order (restart, hashing). */
   *allRows(): IterableIterator<KvRow> {
-    this.flushHeld();
-    for (const r of this.s.all.iterate()) yield toRow(r);
+    for (const r of this.tables.all.iterate()) yield toRow(r);
   }
 
   /** Every row less its value, in revision order (the key index rebuild at open). */
   *indexRows(): IterableIterator<IndexRow> {
-    this.flushHeld();
-    for (const r of this.s.allIndexRows.iterate()) yield indexRowOf(r);
+    for (const r of this.tables.allIndexRows.iterate()) yield indexRowOf(r);
   }
 
   maxRev(): number {
-    this.flushHeld();
-    return this.s.maxRev.get() ?? 0;
+    return this.tables.maxRev.get() ?? 0;
   }
 
   // ---- meta bucket
 
   metaNumber(name: string): number {
-    this.flushHeld();
-    const v = this.s.metaGet.get(name);
+    const v = this.tables.metaGet.get(name);
     return typeof v === 'number' ? v : 0;
   }
 
   metaBytes(name: string): Buffer | null {
-    this.flushHeld();
-    const v = this.s.metaGet.get(name);
+    const v = this.tables.metaGet.get(name);
     return Buffer.isBuffer(v) ? v : null;
   }
 
   /** True when `name` is set (to anything but NULL). */
   hasMeta(name: string): boolean {
-    this.flushHeld();
-    return this.s.metaHas.get(name) !== undefined;
+    return this.tables.metaHas.get(name) !== undefined;
   }
 
   setMeta(name: string, value: number | Buffer | null): void {
-    this.flushHeld();
-    this.s.metaSet.run(name, value);
+    this.tables.metaSet.run(name, value);
   }
 
   // ---- the backend's batch
