@@ -1,4 +1,4 @@
 /** A broken backend invariant: the database can no longer be trusted, so the caller must stop. */
-export function invariant(cond: unknown, what: string): asserts cond {
-  if (!cond) throw new Error(`backend invariant violated: ${what}`);
+export function invariant(cond: unknown, what: string | (() => string)): asserts cond {
+  if (!cond) throw new Error(`backend invariant violated: ${typeof what === "string" ? what : what()}`);
 }

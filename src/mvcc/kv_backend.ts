@@ -189,7 +189,7 @@ export class KvBackend {
     const tx = this.tx;
     invariant(tx !== undefined, 'kv tables used before the backend bound them');
     const last = this.held.length === 0 ? undefined : this.held[this.held.length - 1]!;
-    invariant(last === undefined || row.rev > last.rev, `kv row ${row.rev} held after row ${last?.rev}`);
+    invariant(last === undefined || row.rev > last.rev, () => `kv row ${row.rev} held after row ${last?.rev}`);
     tx.beforeWrite?.();
     tx.countWrites(1);
     this.held.push(row);
@@ -213,7 +213,7 @@ export class KvBackend {
   private insertHeld(): void {
     const p = this.manyParams;
     const held = this.held;
-    invariant(held.length === HELD_ROWS_MAX, `${held.length} rows for the ${HELD_ROWS_MAX}-row insert`);
+    invariant(held.length === HELD_ROWS_MAX, () => `${held.length} rows for the ${HELD_ROWS_MAX}-row insert`);
     for (let i = 0, at = 0; i < HELD_ROWS_MAX; i++, at += KV_COLUMNS) {
       const r = held[i]!;
       p[at] = r.rev;

@@ -62,6 +62,11 @@ function asBuffer(u: Uint8Array): Buffer {
   return Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength);
 }
 
+/** Lease ids equal as ids: a number and a bigint of the same value are one lease (no BigInt made for the usual same-typed pair). */
+function sameLease(a: LeaseId, b: LeaseId): boolean {
+  return a === b || BigInt(a) === BigInt(b);
+}
+
 export function rowToKv(row: KvRow): KeyValue {
   return {
     key: row.key,
@@ -181,8 +186,8 @@ export class KvTxn {
     const row = this.core.backend.cachedKv(liveRev);
     if (row === undefined) return;
     invariant(
-      !row.tombstone && row.createRev === createRev && row.version === version && BigInt(row.lease) === BigInt(lease),
-      `live revision ${liveRev}: the index and lease map say create ${createRev}, version ${version}, lease ${lease}; the row holds ${row.createRev}, ${row.version}, ${row.lease}`,
+      !row.tombstone && row.createRev === createRev && row.version === version && sameLease(row.lease, lease),
+      () => `live revision ${liveRev}: the index and lease map say create ${createRev}, version ${version}, lease ${lease}; the row holds ${row.createRev}, ${row.version}, ${row.lease}`,
     );
   }
 

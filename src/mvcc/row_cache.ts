@@ -159,7 +159,7 @@ export class RowCache<R extends CachedRow> {
     const readSeq = this.readHead < this.readOrder.length ? this.readSeqs[this.readHead]! : Number.POSITIVE_INFINITY;
     while (this.writtenCount > 0 && this.writtenRows[this.writtenHead] === undefined) this.shiftWritten();
     const writtenSeq = this.writtenCount > 0 ? this.writtenSeqs[this.writtenHead]! : Number.POSITIVE_INFINITY;
-    invariant(readSeq !== writtenSeq, `row cache over budget (${this.bytesHeld} of ${this.maxBytes} bytes) with no row to evict`);
+    invariant(readSeq !== writtenSeq, () => `row cache over budget (${this.bytesHeld} of ${this.maxBytes} bytes) with no row to evict`);
     if (writtenSeq < readSeq) {
       const row = this.writtenRows[this.writtenHead]!;
       this.shiftWritten();
