@@ -31,7 +31,7 @@ import { withStartRetries } from "./attempts.js";
 import { runBenchmarkChild } from "./bench-child.js";
 import { BenchCluster, ETCD_BIN, ROOT, SERVER_JS, TARGETS, type Target } from "./cluster.js";
 import { type DriverResult, etcdBenchmarkPath, requireEtcdBenchmark, runEtcdBenchmark } from "./etcd-tool.js";
-import { type MatrixRow, RANGE_KEY, RANGE_VALUE_BYTES, seedMatrix } from "./matrix.js";
+import { type MatrixRow, RANGE_KEY, RANGE_VALUE_BYTES, rowEndpoints, seedMatrix } from "./matrix.js";
 import { type MemberCpu, type ProcessSample, cpuBetween, sampleProcess } from "./proc-cpu.js";
 import { hasLeader, leaderIndex } from "./ready.js";
 import { coldCpuTable, markdownTable, svgChart } from "./render.js";
@@ -175,10 +175,10 @@ function withTotal(args: string[], total: number): string[] {
 }
 
 /** One run of the chosen load driver. */
-async function runDriver(cluster: BenchCluster, args: string[], opts: CompareOptions): Promise<DriverResult> {
-  if (opts.driver === "etcd") return runEtcdBenchmark(cluster.endpoints, args, { timeoutMs: opts.runTimeoutMs });
+async function runDriver(endpoints: string[], args: string[], opts: CompareOptions): Promise<DriverResult> {
+  if (opts.driver === "etcd") return runEtcdBenchmark(endpoints, args, { timeoutMs: opts.runTimeoutMs });
   const childOpts = { ...(opts.workers !== undefined ? { workers: opts.workers } : {}), timeoutMs: opts.runTimeoutMs };
-  const j = await runBenchmarkChild(cluster.endpoints, args, childOpts);
+  const j = await runBenchmarkChild(endpoints, args, childOpts);
   const s = j.series[0];
   if (s === undefined) throw new Error("benchmark printed no series");
   const firstError = Object.keys(s.errors)[0];
@@ -234,7 +234,8 @@ async function runOne(target: Target, row: MatrixRow, round: number, opts: Compa
     });
     if (row.seedRangeKey) await seedRangeKey(cluster.endpoints);
     const leader = await leaderIndex(cluster.endpoints);
-    const drive = (args: string[]) => runDriver(cluster as BenchCluster, args, opts);
+    const endpoints = rowEndpoints(cluster.endpoints, leader, row.firstEndpoint);
+    const drive = (args: string[]) => runDriver(endpoints, args, opts);
     const coldTotal = Math.min(opts.cold, row.total);
     const cold = coldTotal > 0 ? await measured(cluster, leader, () => drive(withTotal(row.args, coldTotal))) : undefined;
     const warm = warmupRequests(opts);

@@ -14,6 +14,14 @@ export interface MatrixRow {
   /** benchmark CLI arguments after --endpoints. */
   args: string[];
   total: number;
+  /**
+   * The member the endpoint list starts with, for a row whose one connection goes to the first
+   * endpoint (etcd's benchmark dials endpoints[0] first). Unset, that was member 1 whatever its
+   * role, so a one-client linearizable range was served by the leader in some rounds and through
+   * a follower (a ReadIndex hop more, 1.5–1.9× the latency for either target) in others: the
+   * 17:14 run of 2026-12-06 had two follower rounds of three for etcetera, one for etcd.
+   */
+  firstEndpoint?: "leader" | "follower";
 }
 
 export interface MatrixOptions {
@@ -33,9 +41,25 @@ export function seedMatrix(opts: MatrixOptions): MatrixRow[] {
     { id: "put-1x1-leader", title: "put, 1 conn / 1 client, leader", seedRangeKey: false, total: small, args: ["--target-leader", "--conns=1", "--clients=1", ...put(small)] },
     { id: "put-100x1000-leader", title: "put, 100 conns / 1,000 clients, leader", seedRangeKey: false, total: large, args: ["--target-leader", "--conns=100", "--clients=1000", ...put(large)] },
     { id: "put-100x1000-all", title: "put, 100 conns / 1,000 clients, all members", seedRangeKey: false, total: large, args: ["--conns=100", "--clients=1000", ...put(large)] },
-    { id: "range-l-1x1", title: "range linearizable, 1 conn / 1 client", seedRangeKey: true, total: small, args: ["--conns=1", "--clients=1", ...range("l", small)] },
-    { id: "range-s-1x1", title: "range serializable, 1 conn / 1 client", seedRangeKey: true, total: small, args: ["--conns=1", "--clients=1", ...range("s", small)] },
+    { id: "range-l-1x1", title: "range linearizable, 1 conn / 1 client", seedRangeKey: true, total: small, firstEndpoint: "leader", args: ["--conns=1", "--clients=1", ...range("l", small)] },
+    {
+      id: "range-l-1x1-follower",
+      title: "range linearizable, 1 conn / 1 client, via a follower",
+      seedRangeKey: true,
+      total: small,
+      firstEndpoint: "follower",
+      args: ["--conns=1", "--clients=1", ...range("l", small)],
+    },
+    { id: "range-s-1x1", title: "range serializable, 1 conn / 1 client", seedRangeKey: true, total: small, firstEndpoint: "leader", args: ["--conns=1", "--clients=1", ...range("s", small)] },
     { id: "range-l-100x1000", title: "range linearizable, 100 conns / 1,000 clients", seedRangeKey: true, total: large, args: ["--conns=100", "--clients=1000", ...range("l", large)] },
     { id: "range-s-100x1000", title: "range serializable, 100 conns / 1,000 clients", seedRangeKey: true, total: large, args: ["--conns=100", "--clients=1000", ...range("s", large)] },
   ];
+}
+
+/** The cluster's endpoints with the row's `firstEndpoint` member first; as they are without one. */
+export function rowEndpoints(endpoints: readonly string[], leader: number, first: MatrixRow["firstEndpoint"]): string[] {
+  if (first === undefined) return [...endpoints];
+  if (!(endpoints.length > 1 && leader >= 0 && leader < endpoints.length)) throw new Error(`leader ${leader} is not one of ${endpoints.length} endpoints`);
+  const at = first === "leader" ? leader : (leader + 1) % endpoints.length;
+  return [endpoints[at]!, ...endpoints.filter((_, i) => i !== at)];
 }

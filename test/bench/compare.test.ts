@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { seedMatrix } from "../../bench/compare/matrix.js";
+import { rowEndpoints, seedMatrix } from "../../bench/compare/matrix.js";
 import { markdownTable, svgChart } from "../../bench/compare/render.js";
 import { START_ATTEMPTS_MAX, withStartRetries } from "../../bench/compare/attempts.js";
 import { type RunRecord, assertEqualRounds, median, summarizeRows } from "../../bench/compare/summary.js";
@@ -81,11 +81,22 @@ describe("compare summary", () => {
 
   it("seed matrix: issue 8's rows at full and quick size", () => {
     const full = seedMatrix({ quick: false });
-    expect(full.map((r) => r.id)).toEqual(["put-1x1-leader", "put-100x1000-leader", "put-100x1000-all", "range-l-1x1", "range-s-1x1", "range-l-100x1000", "range-s-100x1000"]);
+    expect(full.map((r) => r.id)).toEqual(["put-1x1-leader", "put-100x1000-leader", "put-100x1000-all", "range-l-1x1", "range-l-1x1-follower", "range-s-1x1", "range-l-100x1000", "range-s-100x1000"]);
+    // A one-connection range goes to the same role in both targets, not to whichever member is first.
+    expect(full.filter((r) => r.args.includes("--conns=1") && r.args.includes("range")).map((r) => r.firstEndpoint)).toEqual(["leader", "follower", "leader"]);
     expect(full[0]!.args).toEqual(expect.arrayContaining(["--target-leader", "--conns=1", "--clients=1", "put", "--total=10000", "--val-size=256", "--key-size=8"]));
     expect(full[2]!.args).not.toContain("--target-leader");
     expect(full[1]!.total).toBe(100_000);
     expect(seedMatrix({ quick: true })[1]!.total).toBe(10_000);
+  });
+
+  it("orders a row's endpoints by the member its one connection is to reach", () => {
+    const eps = ["a:1", "b:2", "c:3"];
+    expect(rowEndpoints(eps, 2, undefined)).toEqual(eps);
+    expect(rowEndpoints(eps, 2, "leader")).toEqual(["c:3", "a:1", "b:2"]);
+    expect(rowEndpoints(eps, 2, "follower")).toEqual(["a:1", "b:2", "c:3"]);
+    expect(rowEndpoints(eps, 0, "follower")).toEqual(["b:2", "a:1", "c:3"]);
+    expect(() => rowEndpoints(eps, -1, "leader")).toThrow(/leader -1/);
   });
 });
 
