@@ -29,6 +29,20 @@ function committed(file: string): { rows: number; maxRev: number } {
 }
 
 describe('held kv rows', () => {
+  it('refuse a row whose revision is not above the last held one, naming both', () => {
+    const be = KvBackend.open(path.join(tmpDir('held-rows-'), 'db'));
+    try {
+      be.putKv(row(5));
+      // The check's message is built only when it fails (kv_backend.ts): it must still say which rows.
+      expect(() => be.putKv(row(5))).toThrow('mvcc invariant violated: kv row 5 held after row 5');
+      expect(() => be.putKv(row(3))).toThrow('kv row 3 held after row 5');
+      be.putKv(row(6));
+      expect(be.getKv(6)?.value.readUInt32BE(0)).toBe(6);
+    } finally {
+      be.close();
+    }
+  });
+
   it('are in the table for every read on the connection, cached or not', () => {
     const file = path.join(tmpDir('held-rows-'), 'db');
     const be = KvBackend.open(file);
