@@ -228,6 +228,24 @@ export const BEHAVIOUR_DEVIATIONS: Readonly<Record<string, BehaviourDeviation>> 
     ours: "the alarm names the member whose hash differs (memberID:<victim> alarm:CORRUPT)",
     why: "the alarm is meant to name the corrupted member (corrupt.go's mismatch(id) with the follower's id); writes are refused either way",
   },
+  "pre-vote-on-by-default": {
+    where: "test/server/flag_defaults.test.ts",
+    etcd: "--pre-vote defaults to false: a member that restarts or returns from a partition and misses the leader's heartbeat campaigns at a higher term and deposes a healthy leader",
+    ours: "--pre-vote defaults to true (etcd 3.5's default); --pre-vote=false gives 3.4's elections",
+    why: "a rejoining member should not cost the cluster its leader (CI of 6def685 saw 3.4 move leadership when a restarted member came back in test/e2e/corruption.test.ts); the flag and ETCD_PRE_VOTE are honoured either way",
+  },
+  "lease-checkpoint-on-by-default": {
+    where: "test/server/flag_defaults.test.ts",
+    etcd: "--experimental-enable-lease-checkpoint defaults to false: a lease restarts from its full TTL at every leader change",
+    ours: "defaults to true, with --experimental-lease-checkpoint-interval (etcd 3.5's flag, 5m): the new leader keeps what was left (deviation lease-ttl-kept-across-leader-change)",
+    why: "issue 15: a lease that outlives leader changes by its full TTL each time may never expire; =false gives 3.4's behaviour",
+  },
+  "zap-logger-by-default": {
+    where: "test/server/flag_defaults.test.ts",
+    etcd: "--logger defaults to capnslog (text lines), with a deprecation warning for 3.5",
+    ours: "--logger defaults to zap (JSON lines, etcd 3.5's default); --logger=capnslog writes 3.4's text lines with 3.4's deprecation warning",
+    why: "structured logs are what log shippers parse and what 3.5 and later write; capnslog is kept for scripts that read 3.4's lines",
+  },
   "peer-port-garbage-closed": {
     where: "test/fuzz/ports.test.ts",
     etcd: "keeps or drops garbage peer connections as its HTTP server does; keeps its leader and term (checked)",
