@@ -246,6 +246,12 @@ export const BEHAVIOUR_DEVIATIONS: Readonly<Record<string, BehaviourDeviation>> 
     ours: "--logger defaults to zap (JSON lines, etcd 3.5's default); --logger=capnslog writes 3.4's text lines with 3.4's deprecation warning",
     why: "structured logs are what log shippers parse and what 3.5 and later write; capnslog is kept for scripts that read 3.4's lines",
   },
+  "config-file-unknown-key-refused": {
+    where: "test/server/config_file.test.ts",
+    etcd: "a config file key its config struct does not name (a typo, client-crl-file, a section's crl-file) is silently ignored, and a discovery or proxy key is acted on",
+    ours: "an unknown key is refused naming it; a key that is one of etcetera's flags (client-crl-file, peer-cert-allowed-cn, log-level, ...) is honoured as the flag; a key for an etcd feature etcetera lacks is accepted only at the value that asks for nothing (etcd's sample file lists them all at their defaults) and noted in the log",
+    why: "fail closed: a misspelt or unread key would run a different configuration than the operator wrote, and a TLS key silently dropped would serve with less protection than asked for",
+  },
   "peer-port-garbage-closed": {
     where: "test/fuzz/ports.test.ts",
     etcd: "keeps or drops garbage peer connections as its HTTP server does; keeps its leader and term (checked)",

@@ -30,9 +30,13 @@ export interface ClientHttpOptions {
   cors: string;
   /** --host-whitelist ("*" when not given) */
   hostWhitelist?: string;
+  /** --enable-grpc-gateway (true when not given): false leaves /v3/ to the routes, which answer 404 as etcd does. */
+  gateway?: boolean;
 }
 
 export function clientHttp(o: ClientHttpOptions): HttpHandler {
+  const hosts = parseHostWhitelist(o.hostWhitelist ?? "*");
+  if (o.gateway === false) return accessController(parseCors(o.cors), o.routes, hosts);
   const gateway = jsonGateway({ methods: o.methods, mapping: loadGatewayMapping() });
-  return accessController(parseCors(o.cors), async (request) => (await gateway(request)) ?? o.routes(request), parseHostWhitelist(o.hostWhitelist ?? "*"));
+  return accessController(parseCors(o.cors), async (request) => (await gateway(request)) ?? o.routes(request), hosts);
 }

@@ -6,6 +6,7 @@
  * them (the logger is configured from the result). The entry point turns a ConfigError into
  * etcd's output and exit code with `configErrorText`.
  */
+import { readFileSync } from "node:fs";
 import * as path from "node:path";
 import { checkCorsFlag } from "./config_cors.js";
 import {
@@ -24,6 +25,7 @@ import { hasServingCert, tlsAskedWithoutTlsUrl, type TlsConfig, tlsConfigFromFla
 import { tlsUrlWithoutCert } from "./tls/url_check.js";
 import { OPS_FLAG_SPECS, opsConfig, refineUnknownFlag, unsupportedEtcdEnv, type OpsConfig } from "./config_ops.js";
 import { authConfig, type AuthConfig } from "./config_auth.js";
+import { configFileArgs } from "./config_file.js";
 
 export { ConfigError } from "./flags.js";
 
@@ -106,6 +108,10 @@ export interface ServerConfig {
   readonly cors: string;
   /** --host-whitelist: the Host names plaintext HTTP requests may carry ("*" or empty: all). */
   readonly hostWhitelist: string;
+  /** --enable-grpc-gateway: the JSON gateway (/v3/...) on the client port; off in a config file unless set, as in etcd. */
+  readonly enableGrpcGateway: boolean;
+  /** --config-file or ETCD_CONFIG_FILE: the file the settings came from (null: flags and environment). */
+  readonly configFile: string | null;
 
   readonly logLevel: LogLevel;
   /** "zap" (JSON lines, etcd 3.5's default and etcetera's) or "capnslog" (etcd 3.4's text lines). */
@@ -149,6 +155,7 @@ const EXPERIMENTAL = "Experimental feature";
 
 /** Every flag etcetera accepts, in --help order. */
 export const FLAG_SPECS: readonly FlagSpec[] = [
+  { group: MEMBER, name: "config-file", kind: "string", defaultValue: "", usage: "Path to the server configuration file. Note that if a configuration file is provided, other command line flags and environment variables will be ignored." },
   { group: MEMBER, name: "name", kind: "string", defaultValue: "default", usage: "Human-readable name for this member." },
   { group: MEMBER, name: "data-dir", kind: "string", defaultValue: "", defaultText: "${name}.etcd", usage: "Path to the data directory." },
   { group: MEMBER, name: "wal-dir", kind: "string", defaultValue: "", usage: "Path to the dedicated wal directory." },
@@ -182,6 +189,7 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
 
   { group: MONITORING, name: "listen-metrics-urls", kind: "string", defaultValue: "", usage: "List of URLs to listen on for the metrics and health endpoints." },
   { group: MONITORING, name: "metrics", kind: "enum", choices: ["basic", "extensive"], defaultValue: "basic", usage: "Set level of detail for exported metrics, specify 'extensive' to include histogram metrics." },
+  { group: MONITORING, name: "enable-grpc-gateway", kind: "bool", defaultValue: "true", usage: "Enable GRPC gateway (the JSON API under /v3/ on the client port)." },
   { group: MONITORING, name: "enable-pprof", kind: "bool", defaultValue: "false", usage: "Enable runtime profiling data via HTTP server. Address is at client URL + \"/debug/pprof/\"" },
 
   { group: LOGGING, name: "logger", kind: "string", defaultValue: "zap", usage: "Specify 'zap' for structured logging or 'capnslog'. [WARN] 'capnslog' will be deprecated in v3.5." },
@@ -208,6 +216,46 @@ const PARSER_SPECS: readonly FlagSpec[] = [...FLAG_SPECS, ...FAIL_CLOSED_SPECS];
  * (exitCode 2 for unknown/malformed flags, 1 for values that fail etcd's verification).
  */
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ServerConfig {
+  const file = configFileOf(argv, env);
+  if (file === undefined) return parseCommandLine(argv, env);
+  const translated = configFileArgs(file.path, readConfigFile(file.path), PARSER_SPECS);
+  const config = parseCommandLine(translated.argv, {});
+  const ignored = file.ignored.length === 0 ? [] : [`ignored with --config-file, as etcd ignores them: ${file.ignored.join(", ")}`];
+  return { ...config, configFile: file.path, warnings: [...ignored, ...translated.notes, ...config.warnings] };
+}
+
+/**
+ * The config file asked for (--config-file, else ETCD_CONFIG_FILE) and what it makes etcd ignore:
+ * the other flags given and every other ETCD_* variable. The command line is parsed first all
+ * the same, as etcd parses it: an unknown flag is still an error.
+ */
+function configFileOf(argv: readonly string[], env: NodeJS.ProcessEnv): { path: string; ignored: string[] } | undefined {
+  let parsed: ReturnType<typeof parseFlags>;
+  try {
+    parsed = parseFlags(argv, {}, PARSER_SPECS);
+  } catch (e) {
+    throw e instanceof ConfigError ? refineUnknownFlag(e) : e;
+  }
+  if (parsed.help) return undefined;
+  const path = parsed.values.get("config-file") || env[flagToEnv("config-file")] || "";
+  if (path === "") return undefined;
+  const flags = [...parsed.sources].filter(([name, source]) => source === "flag" && name !== "config-file").map(([name]) => `--${name}`);
+  const vars = Object.keys(env).filter((k) => k.startsWith("ETCD_") && k !== flagToEnv("config-file"));
+  return { path, ignored: [...flags, ...vars.sort()] };
+}
+
+/** The file's text; a file that cannot be read fails as etcd's ioutil.ReadFile does. */
+function readConfigFile(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === "ENOENT" ? "no such file or directory" : code === "EACCES" ? "permission denied" : code === "EISDIR" ? "is a directory" : (e as Error).message;
+    throw new ConfigError(`open ${path}: ${why}`, 1);
+  }
+}
+
+function parseCommandLine(argv: readonly string[], env: NodeJS.ProcessEnv): ServerConfig {
   let parsed: ReturnType<typeof parseFlags>;
   try {
     parsed = parseFlags(argv, env, PARSER_SPECS);
@@ -323,6 +371,8 @@ function buildConfig(
     maxConcurrentStreams: parseGoUint(raw("max-concurrent-streams")),
     cors: checkCorsFlag(raw("cors")),
     hostWhitelist: raw("host-whitelist"),
+    enableGrpcGateway: parseGoBool(raw("enable-grpc-gateway")),
+    configFile: null,
     logLevel: logLevel as LogLevel,
     logger,
     logOutputs: raw("log-outputs").split(","),

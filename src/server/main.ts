@@ -47,6 +47,7 @@ export async function main(argv: string[]): Promise<void> {
     logger.fatal({ err, origin }, "uncaught exception; exiting");
     process.exit(1);
   });
+  if (config.configFile !== null) logger.info({ path: config.configFile }, "loaded server configuration, other configuration command line flags and environment variables will be ignored if provided");
   for (const w of config.warnings) logger.warn(w);
   // The member's own knobs are refused before anything starts (fail closed), each naming its variable.
   const refuse = (message: string): void => {
@@ -124,7 +125,7 @@ async function serve(config: ServerConfig, logger: Logger, testBugs: ReadonlySet
       });
       addClientServices(g, server, quota);
       // After the services: the JSON gateway dispatches to the handlers registered above.
-      g.setHttpHandler(clientHttp({ methods: g, routes, cors: config.cors, hostWhitelist: config.hostWhitelist }));
+      g.setHttpHandler(clientHttp({ methods: g, routes, cors: config.cors, hostWhitelist: config.hostWhitelist, gateway: config.enableGrpcGateway }));
       await listenOn(g, url);
       grpcServers.push(g);
     }
@@ -179,7 +180,7 @@ async function startFrontEnds(
 ): Promise<FrontEnds> {
   const dispatch = new GrpcServer<MemberServices>({ codecs: loadMemberCodecs(), observer });
   addClientServices(dispatch, server, quota);
-  const http = clientHttp({ methods: dispatch, routes, cors: config.cors, hostWhitelist: config.hostWhitelist });
+  const http = clientHttp({ methods: dispatch, routes, cors: config.cors, hostWhitelist: config.hostWhitelist, gateway: config.enableGrpcGateway });
   // etcd's NewUnixListener removes a stale socket file; the front ends share one socket, so it is removed once, here.
   for (const url of config.listenClientUrls) {
     const target = listenTarget(url);
