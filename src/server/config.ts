@@ -236,7 +236,8 @@ function configFileOf(argv: readonly string[], env: NodeJS.ProcessEnv): { path: 
   } catch (e) {
     throw e instanceof ConfigError ? refineUnknownFlag(e) : e;
   }
-  if (parsed.help) return undefined;
+  // --help and --version answer before any file is read, as etcd's parse does.
+  if (parsed.help || parseGoBool(parsed.values.get("version") ?? "false")) return undefined;
   const path = parsed.values.get("config-file") || env[flagToEnv("config-file")] || "";
   if (path === "") return undefined;
   const flags = [...parsed.sources].filter(([name, source]) => source === "flag" && name !== "config-file").map(([name]) => `--${name}`);

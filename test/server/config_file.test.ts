@@ -162,6 +162,12 @@ describe("--config-file", () => {
     expect(() => fromFile("name: x\n", ["--bogus"])).toThrow("flag provided but not defined: -bogus");
   });
 
+  it("--help and --version answer without reading the file, as etcd's do", () => {
+    const missing = join(dir, "never-written.yml");
+    expect(parseConfig(["--config-file", missing, "--version"], {}).printVersion).toBe(true);
+    expect(parseConfig(["--config-file", missing, "--help"], {}).printHelp).toBe(true);
+  });
+
   it("takes the file from ETCD_CONFIG_FILE when the flag is not given", () => {
     const c = parseConfig([], { ETCD_CONFIG_FILE: file("name: from-env-file\n") });
     expect(c.name).toBe("from-env-file");
