@@ -53,8 +53,12 @@ export function opsConfig(raw: (name: string) => string): OpsConfig {
   };
 }
 
-/** Every flag of etcd 3.4.23 (`etcd --help`), to tell a real etcd flag from a typo. */
+/**
+ * Every flag of etcd 3.4.23 (`etcd --help`, and the three its usage text leaves out: config-file,
+ * enable-grpc-gateway and the deprecated log-output), to tell a real etcd flag from a typo.
+ */
 export const ETCD_34_FLAGS: readonly string[] = [
+  "config-file", "enable-grpc-gateway", "log-output",
   "advertise-client-urls", "auth-token", "auth-token-ttl", "auto-compaction-mode", "auto-compaction-retention", "auto-tls",
   "backend-batch-interval", "backend-batch-limit", "bcrypt-cost", "cert-file", "cipher-suites", "client-cert-allowed-hostname",
   "client-cert-auth", "client-crl-file", "cors", "data-dir", "debug", "discovery", "discovery-fallback", "discovery-proxy",
