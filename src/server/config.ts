@@ -23,7 +23,7 @@ import {
 import { securitySpecsBesides, unsupportedSecurityFlag } from "./tls/flags.js";
 import { hasServingCert, tlsAskedWithoutTlsUrl, type TlsConfig, tlsConfigFromFlags } from "./tls/config.js";
 import { tlsUrlWithoutCert } from "./tls/url_check.js";
-import { OPS_FLAG_SPECS, opsConfig, refineUnknownFlag, unsupportedEtcdEnv, type OpsConfig } from "./config_ops.js";
+import { OPS_FLAG_SPECS, opsConfig, refineUnknownFlag, unsupportedCommand, unsupportedEtcdEnv, type OpsConfig } from "./config_ops.js";
 import { authConfig, type AuthConfig } from "./config_auth.js";
 import { configFileArgs } from "./config_file.js";
 
@@ -216,6 +216,8 @@ const PARSER_SPECS: readonly FlagSpec[] = [...FLAG_SPECS, ...FAIL_CLOSED_SPECS];
  * (exitCode 2 for unknown/malformed flags, 1 for values that fail etcd's verification).
  */
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ServerConfig {
+  const command = unsupportedCommand(argv);
+  if (command !== undefined) throw command;
   const file = configFileOf(argv, env);
   if (file === undefined) return parseCommandLine(argv, env);
   const translated = configFileArgs(file.path, readConfigFile(file.path), PARSER_SPECS);

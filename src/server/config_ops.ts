@@ -76,6 +76,16 @@ export const ETCD_34_FLAGS: readonly string[] = [
   "trusted-ca-file", "wal-dir",
 ];
 
+/** etcd's other programs, run as `etcd <command> ...` (etcdmain.Main dispatches on the first argument). */
+const ETCD_34_COMMANDS: readonly string[] = ["gateway", "grpc-proxy"];
+
+/** `etcd gateway start ...` and `etcd grpc-proxy start ...` are refused by name (etcetera is only a member). */
+export function unsupportedCommand(argv: readonly string[]): ConfigError | undefined {
+  const first = argv[0];
+  if (first === undefined || !ETCD_34_COMMANDS.includes(first)) return undefined;
+  return new ConfigError(`'${first}' is an etcd command etcetera does not support (etcetera runs a member only)`, 1);
+}
+
 function unsupportedText(name: string): string {
   return `--${name} is an etcd flag etcetera does not support`;
 }
