@@ -188,6 +188,21 @@ describe("--experimental-front-ends", () => {
     await m.kill("SIGTERM");
     expect(again.filter(alive)).toEqual([]);
     expect(m.log).toContain("stopped");
+
+    // systemd's stop (KillMode=control-group) signals the core and its front ends at once: a stop
+    // like any other, with no error logged (the front ends' pipes may reset as they exit).
+    const from = m.log.length;
+    m.start();
+    await m.waitReady();
+    const group = [m.proc!.pid!, ...childrenOf(m.proc!.pid!)];
+    expect(group).toHaveLength(3);
+    const exited = new Promise<void>((resolve) => m.proc!.once("exit", () => resolve()));
+    for (const pid of group) process.kill(pid, "SIGTERM");
+    await exited;
+    await eventually(async () => (group.every((p) => !alive(p)) ? true : undefined), 10_000, "every process of the member gone");
+    const log = m.log.slice(from);
+    expect(log).toContain("stopped");
+    expect(log.split("\n").filter((l) => l.includes('"level":"error"') || l.includes('"level":"fatal"'))).toEqual([]);
   });
 
   it("a three-member cluster with front ends serves writes, reads and watches on every member", async () => {

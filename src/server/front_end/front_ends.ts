@@ -25,6 +25,8 @@ export interface FrontEndsOptions {
   readonly maxSendMessageBytes: number;
 }
 
+/** How long a front end whose pipe reset may take to exit 0 (a stop on its own signal) before the reset counts as a failure. */
+const PIPE_CLOSED_EXIT_WAIT_MS = 2_000;
 /** A front end that exits is forked again after this long (a crash loop does not spin the core). */
 const REFORK_DELAY_MS = 100;
 /** How long stop() waits for a front end to exit on its own before killing it. */
@@ -82,6 +84,34 @@ export class FrontEnds {
     );
   }
 
+  /**
+   * A front end's pipe closed. One signalled together with the core (systemd's stop signals the
+   * whole cgroup) stops on its own and may reset the pipe as it exits: an exit 0 soon after is a
+   * stop, not a failure. Any other error is one, and the front end is killed.
+   */
+  private pipeClosed(index: number, worker: Worker, error: Error | undefined): void {
+    const kill = (): void => {
+      if (!worker.isDead()) worker.process.kill("SIGKILL");
+    };
+    if (error === undefined || this.stopping) return kill();
+    const failed = (): void => {
+      this.options.logger.error({ frontEnd: index, err: String(error) }, "front end pipe failed; stopping that front end");
+      kill();
+    };
+    if (worker.isDead()) return worker.process.exitCode === 0 ? undefined : failed();
+    let settled = false;
+    const settle = (stopped: boolean): void => {
+      if (settled) return;
+      settled = true;
+      if (!stopped) failed();
+    };
+    const timer = setTimeout(() => settle(false), PIPE_CLOSED_EXIT_WAIT_MS);
+    worker.once("exit", (code: number | null) => {
+      clearTimeout(timer);
+      settle(code === 0);
+    });
+  }
+
   /** Forks front end `index`; resolves once it listens (rejects if it exits first). */
   private fork(index: number): Promise<void> {
     const { logger } = this.options;
@@ -99,17 +129,16 @@ export class FrontEnds {
           logger.info({ frontEnd: index, pid: worker.process.pid }, "front end serving the client URLs");
           resolve();
         },
-        onClosed: (error) => {
-          if (error !== undefined) logger.error({ frontEnd: index, err: String(error) }, "front end pipe failed; stopping that front end");
-          if (!worker.isDead()) worker.process.kill("SIGKILL");
-        },
+        onClosed: (error) => this.pipeClosed(index, worker, error),
       });
       const slot: Slot = { worker, link, listening: false };
       this.slots[index] = slot;
       worker.once("exit", (code: number | null, signal: string | null) => {
         if (!slot.listening) reject(new Error(`front end ${index} exited (code ${code}, signal ${signal}) before it listened`));
         if (this.stopping || this.slots[index] !== slot) return;
-        logger.warn({ frontEnd: index, pid: worker.process.pid, code, signal }, "front end exited; forking it again");
+        // Exit 0 is a front end that stopped on a signal of its own (systemd signals the whole cgroup).
+        const level = code === 0 ? "info" : "warn";
+        logger[level]({ frontEnd: index, pid: worker.process.pid, code, signal }, "front end exited; forking it again");
         setTimeout(() => {
           if (this.stopping) return;
           this.fork(index).catch((err: unknown) => logger.error({ frontEnd: index, err: String(err) }, "front end did not start again"));
