@@ -50,6 +50,8 @@ const UNSUPPORTED_AT_REST: Readonly<Record<string, readonly unknown[]>> = {
   "experimental-backend-bbolt-freelist-type": ["array", ""],
   "experimental-enable-v2v3": [""],
   "experimental-warning-apply-duration": [0, 100_000_000],
+  // 3.4's deprecated spelling of log-outputs.
+  "log-output": [[], ["default"]],
 };
 
 /** Keys whose value etcd's file takes as a list of strings (a comma-separated flag). */
@@ -93,7 +95,7 @@ export function configFileArgs(path: string, text: string, specs: readonly FlagS
     }
     const atRest = UNSUPPORTED_AT_REST[key];
     if (atRest !== undefined && !byName.has(key)) {
-      if (!atRest.some((v) => v === value)) throw fileError(path, `"${key}" is an etcd setting etcetera does not support (${JSON.stringify(value)})`);
+      if (!atRest.some((v) => JSON.stringify(v) === JSON.stringify(value))) throw fileError(path, `"${key}" is an etcd setting etcetera does not support (${JSON.stringify(value)})`);
       notes.push(`config file key "${key}" is at its default (${JSON.stringify(value)}); etcetera has no such feature`);
       continue;
     }

@@ -136,6 +136,8 @@ describe("--config-file", () => {
     // YAML 1.1, as go-yaml reads it: an unquoted off is a boolean, which asks for something else than 'off'.
     expect(errorOf("proxy: on").message).toContain('"proxy" is an etcd setting etcetera does not support (true)');
     expect(errorOf("config-file: other.yml").message).toContain('unknown key "config-file"');
+    expect(errorOf("log-output: [stdout]").message).toContain('"log-output" is an etcd setting etcetera does not support (["stdout"])');
+    expect(fromFile("log-output: [default]").warnings.join("\n")).toContain('"log-output" is at its default');
     expect(errorOf("enable-v2: true").message).toContain("--enable-v2 is not supported");
   });
 
