@@ -112,6 +112,8 @@ export interface ServerConfig {
   readonly enableGrpcGateway: boolean;
   /** --config-file or ETCD_CONFIG_FILE: the file the settings came from (null: flags and environment). */
   readonly configFile: string | null;
+  /** The flags the config file stood for when it was read (null without a file): what a front end forked later starts from. */
+  readonly fileArgv: readonly string[] | null;
 
   readonly logLevel: LogLevel;
   /** "zap" (JSON lines, etcd 3.5's default and etcetera's) or "capnslog" (etcd 3.4's text lines). */
@@ -223,7 +225,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Se
   const translated = configFileArgs(file.path, readConfigFile(file.path), PARSER_SPECS);
   const config = parseCommandLine(translated.argv, {});
   const ignored = file.ignored.length === 0 ? [] : [`ignored with --config-file, as etcd ignores them: ${file.ignored.join(", ")}`];
-  return { ...config, configFile: file.path, warnings: [...ignored, ...translated.notes, ...config.warnings] };
+  return { ...config, configFile: file.path, fileArgv: translated.argv, warnings: [...ignored, ...translated.notes, ...config.warnings] };
 }
 
 /**
@@ -376,6 +378,7 @@ function buildConfig(
     hostWhitelist: raw("host-whitelist"),
     enableGrpcGateway: parseGoBool(raw("enable-grpc-gateway")),
     configFile: null,
+    fileArgv: null,
     logLevel: logLevel as LogLevel,
     logger,
     logOutputs: raw("log-outputs").split(","),

@@ -193,6 +193,7 @@ async function startFrontEnds(
     http,
     observer,
     maxSendMessageBytes: dispatch.maxSendMessageBytes,
+    fileArgv: config.fileArgv,
   });
 }
 

@@ -13,12 +13,15 @@
  * forked again while the member keeps serving; a core killed with SIGKILL leaves no front end
  * serving), which etcd, one Go process, does not have.
  */
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Etcd3, type IKeyValue } from "etcd3";
 import { afterAll, describe, expect, it } from "vitest";
 import { request } from "./gateway_client.js";
 import { type CallError, clients, unary } from "./grpc_client.js";
-import { Cluster, etcdctl, eventually, sleep, TARGET_ETCD } from "./harness.js";
+import { reservePort } from "../ports.js";
+import { Cluster, etcdctl, eventually, Member, type MemberSpec, sleep, TARGET_ETCD } from "./harness.js";
 
 const FRONT_ENDS = ["--experimental-front-ends=2"];
 const clusters: Cluster[] = [];
@@ -203,6 +206,46 @@ describe("--experimental-front-ends", () => {
     const log = m.log.slice(from);
     expect(log).toContain("stopped");
     expect(log.split("\n").filter((l) => l.includes('"level":"error"') || l.includes('"level":"fatal"'))).toEqual([]);
+  });
+
+  it("a front end forked again after the config file was edited serves what the core read, not the edit", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "e2e-fe-config-"));
+    const s: MemberSpec = { name: "fe-file", clientPort: await reservePort(), peerPort: await reservePort(), dataDir: join(dir, "data") };
+    const path = join(dir, "etcd.conf.yml");
+    const yaml = (extra: string): string =>
+      [
+        `name: ${s.name}`,
+        `data-dir: ${s.dataDir}`,
+        `listen-client-urls: http://127.0.0.1:${s.clientPort}`,
+        `advertise-client-urls: http://127.0.0.1:${s.clientPort}`,
+        `listen-peer-urls: http://127.0.0.1:${s.peerPort}`,
+        `initial-advertise-peer-urls: http://127.0.0.1:${s.peerPort}`,
+        `initial-cluster: ${s.name}=http://127.0.0.1:${s.peerPort}`,
+        "experimental-front-ends: 1",
+        extra,
+      ].join("\n");
+    writeFileSync(path, yaml(""));
+    const m = new Member(s, ["--config-file", path], {}, "etcetera");
+    try {
+      m.start();
+      await m.waitReady();
+      const pid = m.proc!.pid!;
+      const [first] = childrenOf(pid);
+      expect(first).toBeDefined();
+      expect(await ctl(m.endpoint, ["put", "fef/a", "1"])).toBe("0 OK ");
+      // The file now holds settings no member could start with; the running member keeps what it read.
+      writeFileSync(path, yaml('heartbeat-interval: "100"'));
+      process.kill(first!, "SIGKILL");
+      await eventually(async () => {
+        const now = childrenOf(pid);
+        return now.length === 1 && now[0] !== first && m.log.split("front end serving the client URLs").length === 3 ? true : undefined;
+      }, 20_000, "a new front end serving");
+      for (let i = 0; i < 5; i++) expect(await ctl(m.endpoint, ["get", "fef/a", "--print-value-only"])).toBe("0 1 ");
+      expect(m.log).not.toContain("front end did not start again");
+    } finally {
+      await m.kill("SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("a three-member cluster with front ends serves writes, reads and watches on every member", async () => {

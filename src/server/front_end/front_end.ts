@@ -19,6 +19,8 @@ import { CoreLink, rawServiceTable } from "./forwarder.js";
 
 /** Set (to the front end's index) in a front end's environment: the process's role. */
 export const FRONT_END_ENV = "ETCETERA_FRONT_END";
+/** Set (to a JSON array of flags) when the core read a config file: the flags it stood for then. */
+export const FRONT_END_FILE_ARGV_ENV = "ETCETERA_FRONT_END_FILE_ARGV";
 /** The pipe to the core, in a front end's stdio. */
 export const FRONT_END_PIPE_FD = 3;
 /** How long a stopping front end lets its calls finish (the single-process member's shutdown grace). */
@@ -26,8 +28,11 @@ const SHUTDOWN_GRACE_MS = 1000;
 
 export async function frontEndMain(index: number, argv: string[]): Promise<void> {
   tuneV8(process.env);
-  // The core printed the command line's warnings and errors already; it parsed the same argv.
-  const resolved = resolveCommandLine(argv, process.env, { stdout: () => {}, stderr: () => {} });
+  // The core printed the command line's warnings and errors already; it parsed the same argv (or
+  // read the config file whose flags it passed, as they were when it read them: the file may have changed since).
+  const fileArgv = process.env[FRONT_END_FILE_ARGV_ENV];
+  const quiet = { stdout: () => {}, stderr: () => {} };
+  const resolved = fileArgv !== undefined ? resolveCommandLine(JSON.parse(fileArgv) as string[], {}, quiet) : resolveCommandLine(argv, process.env, quiet);
   if ("exitCode" in resolved) process.exit(resolved.exitCode);
   const config = resolved;
   const logger = createLogger({ level: config.logLevel, outputs: config.logOutputs, format: config.logger }).child({ frontEnd: index });

@@ -12,7 +12,7 @@ import type { CallObserver, RegisteredMethod } from "../../grpc/call.js";
 import type { HttpHandler } from "../../grpc/http.js";
 import type { GrpcError } from "../../grpc/status.js";
 import type { Logger } from "../logger.js";
-import { FRONT_END_ENV, FRONT_END_PIPE_FD } from "./front_end.js";
+import { FRONT_END_ENV, FRONT_END_FILE_ARGV_ENV, FRONT_END_PIPE_FD } from "./front_end.js";
 import { FrontEndLink } from "./front_end_link.js";
 
 export interface FrontEndsOptions {
@@ -23,6 +23,8 @@ export interface FrontEndsOptions {
   readonly http: HttpHandler;
   readonly observer: CallObserver | undefined;
   readonly maxSendMessageBytes: number;
+  /** The flags the core's config file stood for (null: the command line and environment, which a front end parses again). */
+  readonly fileArgv: readonly string[] | null;
 }
 
 /** How long a front end whose pipe reset may take to exit 0 (a stop on its own signal) before the reset counts as a failure. */
@@ -115,7 +117,9 @@ export class FrontEnds {
   /** Forks front end `index`; resolves once it listens (rejects if it exits first). */
   private fork(index: number): Promise<void> {
     const { logger } = this.options;
-    const worker = cluster.fork({ [FRONT_END_ENV]: String(index) });
+    // A front end forked again after the config file was edited must serve what the core serves: it gets the file's flags as read.
+    const fileArgv = this.options.fileArgv === null ? {} : { [FRONT_END_FILE_ARGV_ENV]: JSON.stringify(this.options.fileArgv) };
+    const worker = cluster.fork({ [FRONT_END_ENV]: String(index), ...fileArgv });
     const socket = worker.process.stdio?.[FRONT_END_PIPE_FD] as Socket | undefined;
     if (socket === undefined || socket === null) throw new Error(`front end ${index}: no pipe at fd ${FRONT_END_PIPE_FD}`);
     return new Promise<void>((resolve, reject) => {
