@@ -22,6 +22,8 @@ import { request } from "./gateway_client.js";
 import { type CallError, clients, unary } from "./grpc_client.js";
 import { reservePort } from "../ports.js";
 import { Cluster, etcdctl, eventually, Member, type MemberSpec, sleep, TARGET_ETCD } from "./harness.js";
+import { makeCa, makeLeaf } from "./tls_certs.js";
+import { singleMemberArgs } from "./tls_process.js";
 
 const FRONT_ENDS = ["--experimental-front-ends=2"];
 const clusters: Cluster[] = [];
@@ -242,6 +244,49 @@ describe("--experimental-front-ends", () => {
       }, 20_000, "a new front end serving");
       for (let i = 0; i < 5; i++) expect(await ctl(m.endpoint, ["get", "fef/a", "--print-value-only"])).toBe("0 1 ");
       expect(m.log).not.toContain("front end did not start again");
+    } finally {
+      await m.kill("SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a front end that cannot start is forked again less and less often, and serves once it can", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "e2e-fe-backoff-"));
+    const ca = makeCa(dir, "ca");
+    const server = makeLeaf(ca, "server");
+    const goodKey = readFileSync(server.key);
+    const a = await singleMemberArgs(join(dir, "data"), "https", "http");
+    const m = new Member({ name: "s1", clientPort: a.clientPort, peerPort: a.peerPort, dataDir: join(dir, "data") }, [...a.args, `--cert-file=${server.cert}`, `--key-file=${server.key}`, "--experimental-front-ends=1"], {}, "etcetera");
+    const ep = `https://127.0.0.1:${a.clientPort}`;
+    const tlsCtl = async (args: string[]): Promise<string> => {
+      const r = await etcdctl(ep, [`--cacert=${ca.cert}`, ...args]);
+      return `${r.code} ${r.stdout.trim()}`;
+    };
+    try {
+      m.start();
+      await m.waitReady();
+      const pid = m.proc!.pid!;
+      const [first] = childrenOf(pid);
+      expect(first).toBeDefined();
+      expect(await tlsCtl(["put", "feb/a", "1"])).toBe("0 OK");
+      // Every front end reads the key file when it starts: one that is not a key makes every start fail.
+      writeFileSync(server.key, "not a key\n");
+      process.kill(first!, "SIGKILL");
+      const delays = (): number[] =>
+        m.log
+          .split("\n")
+          .filter((l) => l.includes("front end exited before it listened"))
+          .map((l) => (JSON.parse(l.slice(l.indexOf("{"))) as { reforkInMs: number }).reforkInMs);
+      await eventually(async () => (delays().length >= 4 ? true : undefined), 30_000, "four failed starts");
+      // Each failed start in a row doubles the wait before the next: 100 ms after the kill (the
+      // first exit, of a front end that had served for less than 10 s) and 200 after the first
+      // failed start, or from 100 if the killed one had served for longer (a slow machine).
+      const d = delays().slice(0, 4);
+      expect([100, 200]).toContain(d[0]);
+      expect(d).toEqual([d[0]!, d[0]! * 2, d[0]! * 4, d[0]! * 8]);
+      writeFileSync(server.key, goodKey);
+      await eventually(async () => (childrenOf(pid).length === 1 && m.log.split("front end serving the client URLs").length === 3 ? true : undefined), 30_000, "a front end serving again");
+      expect(await tlsCtl(["get", "feb/a", "--print-value-only"])).toBe("0 1");
     } finally {
       await m.kill("SIGKILL");
       rmSync(dir, { recursive: true, force: true });

@@ -29,8 +29,16 @@ export interface FrontEndsOptions {
 
 /** How long a front end whose pipe reset may take to exit 0 (a stop on its own signal) before the reset counts as a failure. */
 const PIPE_CLOSED_EXIT_WAIT_MS = 2_000;
-/** A front end that exits is forked again after this long (a crash loop does not spin the core). */
+/** A front end that exits is forked again after this long at first (a crash loop does not spin the core)... */
 const REFORK_DELAY_MS = 100;
+/**
+ * ...and after twice as long for each start in a row that failed (it exited before it listened,
+ * or within REFORK_STABLE_MS of listening), up to this: a front end that cannot start (a client
+ * key file replaced by an unreadable one) is tried again every 10 s, not every 100 ms forever.
+ */
+const REFORK_DELAY_MAX_MS = 10_000;
+/** A front end that served this long has started well: the next exit is forked again after REFORK_DELAY_MS. */
+const REFORK_STABLE_MS = 10_000;
 /** How long stop() waits for a front end to exit on its own before killing it. */
 const STOP_WAIT_MS = 5000;
 
@@ -38,16 +46,26 @@ interface Slot {
   worker: Worker;
   link: FrontEndLink;
   listening: boolean;
+  /** When it listened (performance.now() ms). */
+  listeningSinceMs: number;
+}
+
+/** How long to wait before forking a front end again after `failures` failed starts in a row. */
+export function reforkDelayMs(failures: number): number {
+  return Math.min(REFORK_DELAY_MS * 2 ** Math.min(failures, 20), REFORK_DELAY_MAX_MS);
 }
 
 export class FrontEnds {
   private readonly options: FrontEndsOptions;
   private readonly slots: (Slot | undefined)[];
+  /** Failed starts in a row, per front end (reforkDelayMs). */
+  private readonly failedStarts: number[];
   private stopping = false;
 
   private constructor(options: FrontEndsOptions) {
     this.options = options;
     this.slots = new Array<Slot | undefined>(options.count).fill(undefined);
+    this.failedStarts = new Array<number>(options.count).fill(0);
   }
 
   /** Forks the front ends; resolves once every one listens on every client URL. */
@@ -130,23 +148,28 @@ export class FrontEnds {
         maxSendMessageBytes: this.options.maxSendMessageBytes,
         onListening: () => {
           slot.listening = true;
+          slot.listeningSinceMs = performance.now();
           logger.info({ frontEnd: index, pid: worker.process.pid }, "front end serving the client URLs");
           resolve();
         },
         onClosed: (error) => this.pipeClosed(index, worker, error),
       });
-      const slot: Slot = { worker, link, listening: false };
+      const slot: Slot = { worker, link, listening: false, listeningSinceMs: 0 };
       this.slots[index] = slot;
       worker.once("exit", (code: number | null, signal: string | null) => {
         if (!slot.listening) reject(new Error(`front end ${index} exited (code ${code}, signal ${signal}) before it listened`));
         if (this.stopping || this.slots[index] !== slot) return;
+        const startedWell = slot.listening && performance.now() - slot.listeningSinceMs >= REFORK_STABLE_MS;
+        this.failedStarts[index] = startedWell ? 0 : this.failedStarts[index]! + 1;
+        const delayMs = reforkDelayMs(startedWell ? 0 : this.failedStarts[index]! - 1);
         // Exit 0 is a front end that stopped on a signal of its own (systemd signals the whole cgroup).
         const level = code === 0 ? "info" : "warn";
-        logger[level]({ frontEnd: index, pid: worker.process.pid, code, signal }, "front end exited; forking it again");
+        const fields = { frontEnd: index, pid: worker.process.pid, code, signal, failedStartsInARow: this.failedStarts[index], reforkInMs: delayMs };
+        logger[level](fields, slot.listening ? "front end exited; forking it again" : "front end exited before it listened; forking it again");
         setTimeout(() => {
           if (this.stopping) return;
           this.fork(index).catch((err: unknown) => logger.error({ frontEnd: index, err: String(err) }, "front end did not start again"));
-        }, REFORK_DELAY_MS);
+        }, delayMs);
       });
     });
   }
