@@ -61,30 +61,19 @@ export const FRAME_DEVIATIONS: readonly Deviation[] = [
   },
   {
     kinds: ["bad-grpc-timeout"],
-    ours: /^status:13$/,
-    etcd: /^reset:1$/,
-    why: 'malformed grpc-timeout: grpc-go resets the stream (PROTOCOL_ERROR), etcetera answers INTERNAL "malformed grpc-timeout: ..." (both refuse the call)',
-  },
-  {
-    kinds: ["bad-grpc-timeout"],
-    ours: /^status:13$/,
-    etcd: /^status:[24]$/,
+    ours: /^status:4$/,
+    etcd: /^status:2$/,
     why:
-      'grpc-timeout "-1S": grpc-go parses the sign and the call is already past its deadline: DEADLINE_EXCEEDED, or UNKNOWN ' +
-      '"context deadline exceeded" when etcd\'s handler meets the expired context first (seen with SEED=579594534); etcetera ' +
-      "refuses the header as malformed (the gRPC spec allows digits only)",
+      'grpc-timeout "-1S" is a deadline already past on both (Go\'s ParseInt takes the sign): etcetera answers DEADLINE_EXCEEDED; ' +
+      'etcd does too, or UNKNOWN "context deadline exceeded" when its handler meets the expired context first (seen with SEED=579594534)',
   },
   {
     kinds: ["bad-grpc-timeout"],
     ours: /^status:0$/,
     etcd: /^reset:1$/,
-    why: 'grpc-timeout " 1S" (leading space): nghttp2 under Node hands the server the value trimmed ("1S"), so etcetera runs the call; grpc-go refuses it',
-  },
-  {
-    kinds: ["unknown-path"],
-    ours: /^status:12$/,
-    etcd: /^status:8$/,
-    why: 'a path without "/service/method" shape ("/", "//", "/etcdserverpb.KV"): grpc-go answers RESOURCE_EXHAUSTED "malformed method name", etcetera UNIMPLEMENTED',
+    why:
+      'grpc-timeout " 1S" (leading space) under ETCETERA_HTTP2=node only: nghttp2 hands the server the value trimmed ("1S"), so etcetera runs ' +
+      "the call; grpc-go refuses it, and so does etcetera's own HTTP/2 (the default)",
   },
   {
     kinds: [
@@ -263,12 +252,6 @@ export const BEHAVIOUR_DEVIATIONS: Readonly<Record<string, BehaviourDeviation>> 
     etcd: "Maintenance.Downgrade: UNIMPLEMENTED (etcd 3.5 API)",
     ours: 'Downgrade is in the API (3.5\'s) and refused with etcd\'s "not capable" error (src/server/api/maintenance.ts)',
     why: "etcetera speaks 3.5's API; 3.4 has no Downgrade at all",
-  },
-  "unknown-path-code": {
-    where: "test/fuzz/grpc_frames.test.ts",
-    etcd: 'a path without "/service/method" shape: RESOURCE_EXHAUSTED "malformed method name" (grpc-go)',
-    ours: "UNIMPLEMENTED",
-    why: "see FRAME_DEVIATIONS (unknown-path); the frame cases' own expectation is etcetera's",
   },
   "incremental-snapshots": {
     where: "test/e2e/snapshot_incremental.test.ts",

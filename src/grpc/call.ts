@@ -283,6 +283,13 @@ export class Http2Call extends ServerCall implements InvokedCall, MessageSink, S
   // ---- handler invocation ----
 
   private startSingleRequestHandler(request: unknown): void {
+    // A deadline already past when the request came (grpc-timeout "0m", or "-1S", which grpc-go
+    // takes as negative): the handler never starts, as etcd's handlers give up on a context that is
+    // done (a linearizable read, a write's proposal), rather than whenever the timer gets its turn.
+    if (this.deadline !== undefined && Date.now() >= this.deadline) {
+      this.onDeadline();
+      return;
+    }
     invokeSingleRequest(this.registered, request, this);
   }
 

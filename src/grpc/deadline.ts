@@ -16,20 +16,25 @@ const UNIT_MS: Record<string, number> = {
 export const TIMER_MS_MAX = 2 ** 31 - 1;
 
 /**
- * Parses a `grpc-timeout` value to milliseconds (rounded up, so a deadline never
- * fires early), or returns undefined for a malformed value.
+ * Parses a `grpc-timeout` value to milliseconds (rounded up, so a deadline never fires early), or
+ * returns undefined for a malformed value. As grpc-go reads it (etcd's server, decodeTimeout): 2
+ * to 9 characters, a known unit, and before it what Go's strconv.ParseInt takes, so an optional
+ * sign: "-1S" is a deadline already past (0), not a malformed value.
  */
 export function parseGrpcTimeout(value: string): number | undefined {
   const n = value.length;
   if (n < 2 || n > 9) return undefined;
   const unit = UNIT_MS[value[n - 1]!];
   if (unit === undefined) return undefined;
+  const sign = value[0] === "-" || value[0] === "+" ? 1 : 0;
+  if (sign === n - 1) return undefined;
   let amount = 0;
-  for (let i = 0; i < n - 1; i++) {
+  for (let i = sign; i < n - 1; i++) {
     const d = value.charCodeAt(i) - 0x30;
     if (d < 0 || d > 9) return undefined;
     amount = amount * 10 + d;
   }
+  if (value[0] === "-") return 0;
   return Math.min(Math.ceil(amount * unit), TIMER_MS_MAX);
 }
 

@@ -99,6 +99,7 @@ export interface GrpcServerOptions {
 }
 
 /** Bytes enough to tell the HTTP/2 preface from an HTTP/1.1 request line. */
+const { NGHTTP2_PROTOCOL_ERROR } = http2.constants;
 const SNIFF_BYTES = 3;
 const SESSION_WINDOW_BYTES = 16 * 1024 * 1024;
 /** After the grace period, how long cancelled calls get to flush their status. */
@@ -406,6 +407,18 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
       serveHttp2(stream, headers, this.httpHandler);
       return;
     }
+    // grpc-go reads the headers before it looks the method up, and resets the stream of a malformed
+    // grpc-timeout with PROTOCOL_ERROR, sending no status (a grpc-go client reports INTERNAL).
+    let timeoutMs: number | undefined;
+    const timeoutHeader = headers["grpc-timeout"];
+    if (timeoutHeader !== undefined) {
+      timeoutMs = parseGrpcTimeout(timeoutHeader as string);
+      if (timeoutMs === undefined) {
+        stream.on("error", () => {});
+        if (!stream.destroyed) stream.close(NGHTTP2_PROTOCOL_ERROR);
+        return;
+      }
+    }
     const path = headers[":path"] ?? "";
     const registered = this.methods.get(path);
     if (!registered) {
@@ -413,26 +426,24 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
       respondTrailersOnly(stream, error.code, error.message);
       return;
     }
-    let timeoutMs: number | undefined;
-    const timeoutHeader = headers["grpc-timeout"];
-    if (timeoutHeader !== undefined) {
-      timeoutMs = parseGrpcTimeout(timeoutHeader as string);
-      if (timeoutMs === undefined) {
-        respondTrailersOnly(stream, Status.INTERNAL, `malformed grpc-timeout: ${String(timeoutHeader)}`);
-        return;
-      }
-    }
     const keepalive = connection ?? (stream.session as KeepaliveSession | undefined)?.[kKeepalive];
     const call = new Http2Call(stream, headers, registered, this, timeoutMs, keepalive);
     this.calls.add(call);
   }
 
-  /** grpc-go's wording for unknown services and methods. */
+  /**
+   * grpc-go's answer to a path no handler serves (its handleStream): one leading "/" dropped, the
+   * rest split at its last "/" into service and method; with no "/" left the path is malformed
+   * (RESOURCE_EXHAUSTED, the path quoted as Go's %q does), else UNIMPLEMENTED naming the unknown
+   * service or method.
+   */
   private unknownMethod(path: string): GrpcError {
-    const slash = path.lastIndexOf("/");
-    const service = path.slice(1, slash);
-    const method = path.slice(slash + 1);
-    if (slash <= 0 || !this.services.has(service)) {
+    const name = path.startsWith("/") ? path.slice(1) : path;
+    const slash = name.lastIndexOf("/");
+    if (slash === -1) return new GrpcError(Status.RESOURCE_EXHAUSTED, `malformed method name: ${goQuote(path)}`);
+    const service = name.slice(0, slash);
+    const method = name.slice(slash + 1);
+    if (!this.services.has(service)) {
       return new GrpcError(Status.UNIMPLEMENTED, `unknown service ${service}`);
     }
     const known = this.codecs.service(service).some((d) => d.name === method);
@@ -442,3 +453,52 @@ export class GrpcServer<S extends object = EtcdServices> implements CallHost {
     );
   }
 }
+
+/**
+ * Go's %q of a path whose bytes came as latin1 characters (HPACK strings are bytes): double-quoted,
+ * `"` and `\\` escaped, valid UTF-8 kept when printable, control characters as \\a-style or \\xNN
+ * escapes (\\u00NN for C1 controls), and bytes that are not UTF-8 as \\xNN. (Go's notion of
+ * printable covers more of Unicode than this; request paths are ASCII in practice.)
+ */
+export function goQuote(latin1: string): string {
+  const bytes = Buffer.from(latin1, "latin1");
+  let out = '"';
+  for (let i = 0; i < bytes.length; ) {
+    const b = bytes[i]!;
+    if (b < 0x80) {
+      const ch = String.fromCharCode(b);
+      if (ch === '"' || ch === "\\") out += "\\" + ch;
+      else if (b >= 0x20 && b < 0x7f) out += ch;
+      else out += GO_SHORT_ESCAPES[b] ?? `\\x${hex2(b)}`;
+      i++;
+      continue;
+    }
+    const n = b >= 0xf0 && b < 0xf5 ? 4 : b >= 0xe0 ? 3 : b >= 0xc2 && b < 0xe0 ? 2 : 0;
+    const seq = n === 0 ? undefined : utf8Rune(bytes, i, n);
+    if (seq === undefined) {
+      out += `\\x${hex2(b)}`;
+      i++;
+      continue;
+    }
+    out += seq < 0xa0 ? `\\u${seq.toString(16).padStart(4, "0")}` : String.fromCodePoint(seq);
+    i += n;
+  }
+  return out + '"';
+}
+
+function hex2(b: number): string {
+  return b.toString(16).padStart(2, "0");
+}
+
+/** The code point of the n-byte UTF-8 sequence at `at`, or undefined if it is not valid UTF-8. */
+function utf8Rune(bytes: Buffer, at: number, n: number): number | undefined {
+  if (at + n > bytes.length) return undefined;
+  const rune = bytes.toString("utf8", at, at + n);
+  const c = rune.codePointAt(0)!;
+  // Node replaces a bad sequence by U+FFFD; a real U+FFFD is EF BF BD.
+  if (c === 0xfffd && !(n === 3 && bytes[at + 1] === 0xbf && bytes[at + 2] === 0xbd)) return undefined;
+  if (rune.length !== (c > 0xffff ? 2 : 1)) return undefined;
+  return c;
+}
+
+const GO_SHORT_ESCAPES: Readonly<Record<number, string>> = { 7: "\\a", 8: "\\b", 12: "\\f", 10: "\\n", 13: "\\r", 9: "\\t", 11: "\\v" };

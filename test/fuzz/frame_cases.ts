@@ -173,7 +173,9 @@ export function frameCase(seed: number, index: number, methods: readonly RpcMeth
       return make(kind, { ...base, path: "/etcdserverpb.KV/Range", headers: { "grpc-timeout": rng.pick(BAD_TIMEOUTS) }, chunks: [grpcFrame(rangeOf("fuzz/none"))] }, { any: true }, false);
     case "unknown-path": {
       const path = rng.pick(["/etcdserverpb.KV/Nope", "/nope.Service/Range", "/", "/etcdserverpb.KV", "//", `/${method.service}/${method.name}x`]);
-      return make(kind, { ...base, path, chunks: [grpcFrame(Buffer.alloc(0))] }, { code: Code.UNIMPLEMENTED }, false);
+      // grpc-go: a path with no "/" after its leading one is malformed (RESOURCE_EXHAUSTED); any other names an unknown service or method.
+      const malformed = !path.slice(1).includes("/");
+      return make(kind, { ...base, path, chunks: [grpcFrame(Buffer.alloc(0))] }, { code: malformed ? Code.RESOURCE_EXHAUSTED : Code.UNIMPLEMENTED }, false);
     }
     case "rst-mid-message": {
       const framed = grpcFrame(rng.bytes(rng.between(8, 256)));

@@ -72,8 +72,6 @@ function verdict(c: FrameCase, o: RawOutcome): string | undefined {
   if (o.kind === "http") return c.kind === "wrong-content-type" ? undefined : `HTTP ${o.httpStatus} without grpc-status`;
   if ("code" in c.expect && o.code !== c.expect.code) {
     if (etcdLacksDowngrade(c, o)) return undefined;
-    // grpc-go's answer to a path without a method is RESOURCE_EXHAUSTED (deviation: unknown-path-code, test/deviations.ts).
-    if (TARGET_ETCD && c.kind === "unknown-path" && o.code === Code.RESOURCE_EXHAUSTED) return undefined;
     return `status ${o.code} "${o.message}", want ${c.expect.code}`;
   }
   return undefined;

@@ -105,6 +105,12 @@ describe("grpc-timeout", () => {
   });
 
   it("rejects malformed values", () => {
-    for (const bad of ["", "5", "S", "123456789S", "5s", "-5S", "5 S", "1.5S"]) expect(parseGrpcTimeout(bad), bad).toBeUndefined();
+    for (const bad of ["", "5", "S", "123456789S", "5s", "5 S", " 5S", "1.5S", "-S", "+S", "--5S"]) expect(parseGrpcTimeout(bad), bad).toBeUndefined();
+  });
+
+  it("takes a sign as grpc-go's ParseInt does: a negative timeout is a deadline already past", () => {
+    expect(parseGrpcTimeout("-5S")).toBe(0);
+    expect(parseGrpcTimeout("+5S")).toBe(5_000);
+    expect(parseGrpcTimeout("-0m")).toBe(0);
   });
 });

@@ -8,7 +8,7 @@ import http2 from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { GrpcJsServer } from "./grpc-js-adapter.js";
-import { GrpcServer } from "../../src/grpc/server.js";
+import { GrpcServer, goQuote } from "../../src/grpc/server.js";
 import { Status } from "../../src/grpc/status.js";
 import {
   type EchoClient,
@@ -235,8 +235,15 @@ describe("node:http2 server specifics", () => {
 
   it("malformed requests: bad grpc-timeout, garbage message, no message, truncated message", async () => {
     const ok = frame(requestCodec.encode({ payload: Buffer.from("x") }));
-    const badTimeout = await rawRequest(session, { ":path": "/etceteratest.Echo/Unary", "grpc-timeout": "5x" }, [ok]);
-    expect(badTimeout.headers["grpc-status"]).toBe(String(Status.INTERNAL));
+    // grpc-go resets the stream of a malformed grpc-timeout (PROTOCOL_ERROR) before it looks at the path.
+    for (const path of ["/etceteratest.Echo/Unary", "/etceteratest.Echo/Nope"]) {
+      const badTimeout = await rawRequest(session, { ":path": path, "grpc-timeout": "5x" }, [ok]);
+      expect([badTimeout.headers["grpc-status"], badTimeout.rstCode]).toEqual([undefined, http2.constants.NGHTTP2_PROTOCOL_ERROR]);
+    }
+    // A negative timeout is a deadline already past (Go's ParseInt takes the sign), not a malformed header.
+    const slow = frame(requestCodec.encode({ payload: Buffer.from("x"), delay_ms: 5_000 }));
+    const past = await rawRequest(session, { ":path": "/etceteratest.Echo/Unary", "grpc-timeout": "-1S" }, [slow]);
+    expect(past.headers["grpc-status"] ?? past.trailers?.["grpc-status"]).toBe(String(Status.DEADLINE_EXCEEDED));
     const garbage = await rawRequest(session, { ":path": "/etceteratest.Echo/Unary" }, [frame(Buffer.from([0x0a, 0x10, 1]))]);
     expect(garbage.headers["grpc-status"]).toBe(String(Status.INTERNAL));
     expect(String(garbage.headers["grpc-message"])).toMatch(/^grpc: error unmarshalling request/);
@@ -380,5 +387,17 @@ describe("call observer (metrics hooks)", () => {
       client.close();
       await served.close();
     }
+  });
+});
+
+describe("goQuote (grpc-go's malformed method name quotes the path as Go's %q)", () => {
+  it("escapes quotes, backslashes and control bytes, keeps printable UTF-8, and shows other bytes as \\xNN", () => {
+    expect(goQuote("/etcdserverpb.KV")).toBe('"/etcdserverpb.KV"');
+    expect(goQuote('a"b\\c')).toBe('"a\\"b\\\\c"');
+    expect(goQuote("\t\n\x01\x7f")).toBe('"\\t\\n\\x01\\x7f"');
+    // The path's bytes as latin1 characters, as HPACK hands them over.
+    expect(goQuote(Buffer.from("é☃", "utf8").toString("latin1"))).toBe('"é☃"');
+    expect(goQuote("\xff\xc3")).toBe('"\\xff\\xc3"');
+    expect(goQuote(Buffer.from("\u0085", "utf8").toString("latin1"))).toBe('"\\u0085"');
   });
 });
