@@ -34,11 +34,12 @@ export const FRAME_DEVIATIONS: readonly Deviation[] = [
   {
     kinds: ["length-beyond-body-open"],
     methods: ["LeaseKeepAlive", "Watch"],
-    ours: /^status:4$/,
-    etcd: /^status:2$/,
+    ours: /^status:2$/,
+    etcd: /^status:4$/,
     why:
-      "a streaming call whose message never completes runs into its grpc-timeout: etcetera ends it DEADLINE_EXCEEDED " +
-      '"context deadline exceeded"; etcd\'s handler returns the context error itself, which grpc-go sends as UNKNOWN with the same text',
+      'a bidi stream whose message never completes runs into its grpc-timeout: both end it "context deadline exceeded", UNKNOWN as ' +
+      "etcd's handler returns the context's error; etcd's handler selects between the context and its receive loop's error, and when " +
+      "the receive error wins the race it is grpc-go's own DEADLINE_EXCEEDED",
   },
   // A known field with another wire type is refused (src/pb/codec.ts), as gogoproto does. The
   // only difference left is a field etcd 3.4 does not know yet:

@@ -261,7 +261,11 @@ export class Http2Call extends ServerCall implements InvokedCall, MessageSink, S
   private onDeadline(): void {
     this.timer = undefined;
     if (this.finished) return;
-    const error = new GrpcError(Status.DEADLINE_EXCEEDED, "context deadline exceeded");
+    // etcd's two bidi handlers (Watch, LeaseKeepAlive) wait on the stream's context and return its
+    // error as it is, a plain Go error that grpc-go sends as UNKNOWN; every other call ends as
+    // grpc-go's own deadline error (or etcd's mapping of it) does.
+    const code = this.registered.kind === "bidi" ? Status.UNKNOWN : Status.DEADLINE_EXCEEDED;
+    const error = new GrpcError(code, "context deadline exceeded");
     this.sendStatus(error.code, error.message, undefined);
     this.cancel(error);
   }

@@ -259,6 +259,15 @@ describe("node:http2 server specifics", () => {
     expect(cut.headers["grpc-message"] ?? cut.trailers?.["grpc-message"]).toBe("unexpected EOF");
   });
 
+  it("deadline of a bidi stream: UNKNOWN 'context deadline exceeded', as etcd's Watch and LeaseKeepAlive return it", async () => {
+    const bidi = await rawRequest(session, { ":path": "/etceteratest.Echo/Bidi", "grpc-timeout": "200m" }, [], false);
+    const status = bidi.trailers?.["grpc-status"] ?? bidi.headers["grpc-status"];
+    const message = bidi.trailers?.["grpc-message"] ?? bidi.headers["grpc-message"];
+    expect([status, message]).toEqual([String(Status.UNKNOWN), "context deadline exceeded"]);
+    const unaryCall = await rawRequest(session, { ":path": "/etceteratest.Echo/Unary", "grpc-timeout": "200m" }, [], false);
+    expect(unaryCall.trailers?.["grpc-status"] ?? unaryCall.headers["grpc-status"]).toBe(String(Status.DEADLINE_EXCEEDED));
+  });
+
   it("a grpc-timeout deadline is visible to the handler", async () => {
     const res = await unary(client.Unary, client, { payload: Buffer.from("d") }, { deadline: Date.now() + 60_000 });
     expect(res.metadata).toBe("|deadline=true");
