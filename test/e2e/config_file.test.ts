@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ETCD_BIN } from "../binaries.js";
 import { reservePort } from "../ports.js";
-import { etcdctl, Member, SERVER_JS, TARGET_ETCD, type MemberSpec } from "./harness.js";
+import { etcdctl, Member, oneMemberYamlLines, SERVER_JS, TARGET_ETCD, type MemberSpec } from "./harness.js";
 
 const dir = mkdtempSync(join(tmpdir(), "e2e-config-file-"));
 const members: Member[] = [];
@@ -21,13 +21,7 @@ afterAll(async () => {
 
 function memberYaml(s: MemberSpec, extra = ""): string {
   return [
-    `name: ${s.name}`,
-    `data-dir: ${s.dataDir}`,
-    `listen-client-urls: http://127.0.0.1:${s.clientPort}`,
-    `advertise-client-urls: http://127.0.0.1:${s.clientPort}`,
-    `listen-peer-urls: http://127.0.0.1:${s.peerPort}`,
-    `initial-advertise-peer-urls: http://127.0.0.1:${s.peerPort}`,
-    `initial-cluster: ${s.name}=http://127.0.0.1:${s.peerPort}`,
+    ...oneMemberYamlLines(s),
     "initial-cluster-token: 'config-file-test'",
     "initial-cluster-state: 'new'",
     "logger: zap",

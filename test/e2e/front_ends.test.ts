@@ -21,7 +21,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { request } from "./gateway_client.js";
 import { type CallError, clients, unary } from "./grpc_client.js";
 import { reservePort } from "../ports.js";
-import { Cluster, etcdctl, eventually, Member, type MemberSpec, sleep, TARGET_ETCD } from "./harness.js";
+import { Cluster, etcdctl, eventually, Member, type MemberSpec, oneMemberYamlLines, sleep, TARGET_ETCD } from "./harness.js";
 import { makeCa, makeLeaf } from "./tls_certs.js";
 import { singleMemberArgs } from "./tls_process.js";
 
@@ -216,13 +216,7 @@ describe("--experimental-front-ends", () => {
     const path = join(dir, "etcd.conf.yml");
     const yaml = (extra: string): string =>
       [
-        `name: ${s.name}`,
-        `data-dir: ${s.dataDir}`,
-        `listen-client-urls: http://127.0.0.1:${s.clientPort}`,
-        `advertise-client-urls: http://127.0.0.1:${s.clientPort}`,
-        `listen-peer-urls: http://127.0.0.1:${s.peerPort}`,
-        `initial-advertise-peer-urls: http://127.0.0.1:${s.peerPort}`,
-        `initial-cluster: ${s.name}=http://127.0.0.1:${s.peerPort}`,
+        ...oneMemberYamlLines(s),
         "experimental-front-ends: 1",
         extra,
       ].join("\n");

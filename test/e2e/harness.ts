@@ -134,6 +134,19 @@ export function newClusterArgs(s: MemberSpec, specs: readonly MemberSpec[], toke
   ];
 }
 
+/** The lines of an etcd config file (--config-file) for member `s` of a one-member cluster on loopback. */
+export function oneMemberYamlLines(s: MemberSpec): string[] {
+  return [
+    `name: ${s.name}`,
+    `data-dir: ${s.dataDir}`,
+    `listen-client-urls: http://127.0.0.1:${s.clientPort}`,
+    `advertise-client-urls: http://127.0.0.1:${s.clientPort}`,
+    `listen-peer-urls: http://127.0.0.1:${s.peerPort}`,
+    `initial-advertise-peer-urls: http://127.0.0.1:${s.peerPort}`,
+    `initial-cluster: ${s.name}=http://127.0.0.1:${s.peerPort}`,
+  ];
+}
+
 /**
  * E2E_ETCETERA_ARGS: flags added to every etcetera member a Cluster creates (space-separated), to
  * run a whole suite in another mode, e.g. `E2E_ETCETERA_ARGS=--experimental-front-ends=2`. etcd
