@@ -140,6 +140,16 @@ function childrenOf(pid: number): number[] {
   return text === "" ? [] : text.split(" ").map(Number);
 }
 
+/** Starts `m` (one front end) and waits until it serves: the core's pid and its front end's. */
+async function startWithOneFrontEnd(m: Member): Promise<{ pid: number; first: number }> {
+  m.start();
+  await m.waitReady();
+  const pid = m.proc!.pid!;
+  const [first] = childrenOf(pid);
+  expect(first).toBeDefined();
+  return { pid, first: first! };
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -223,15 +233,11 @@ describe("--experimental-front-ends", () => {
     writeFileSync(path, yaml(""));
     const m = new Member(s, ["--config-file", path], {}, "etcetera");
     try {
-      m.start();
-      await m.waitReady();
-      const pid = m.proc!.pid!;
-      const [first] = childrenOf(pid);
-      expect(first).toBeDefined();
+      const { pid, first } = await startWithOneFrontEnd(m);
       expect(await ctl(m.endpoint, ["put", "fef/a", "1"])).toBe("0 OK ");
       // The file now holds settings no member could start with; the running member keeps what it read.
       writeFileSync(path, yaml('heartbeat-interval: "100"'));
-      process.kill(first!, "SIGKILL");
+      process.kill(first, "SIGKILL");
       await eventually(async () => {
         const now = childrenOf(pid);
         return now.length === 1 && now[0] !== first && m.log.split("front end serving the client URLs").length === 3 ? true : undefined;
@@ -257,15 +263,11 @@ describe("--experimental-front-ends", () => {
       return `${r.code} ${r.stdout.trim()}`;
     };
     try {
-      m.start();
-      await m.waitReady();
-      const pid = m.proc!.pid!;
-      const [first] = childrenOf(pid);
-      expect(first).toBeDefined();
+      const { pid, first } = await startWithOneFrontEnd(m);
       expect(await tlsCtl(["put", "feb/a", "1"])).toBe("0 OK");
       // Every front end reads the key file when it starts: one that is not a key makes every start fail.
       writeFileSync(server.key, "not a key\n");
-      process.kill(first!, "SIGKILL");
+      process.kill(first, "SIGKILL");
       const delays = (): number[] =>
         m.log
           .split("\n")
