@@ -129,6 +129,10 @@ export interface ServerConfig {
   readonly grpcKeepaliveTimeoutMs: number;
   readonly watchProgressNotifyIntervalMs: number;
   readonly compactionBatchLimit: number;
+  /** --backend-batch-interval in ms; undefined: etcd's default (100 ms). */
+  readonly backendBatchIntervalMs: number | undefined;
+  /** --backend-batch-limit; undefined: etcd's default (10,000 writes). */
+  readonly backendBatchLimit: number | undefined;
   /** Front-end processes that own the client connections (--experimental-front-ends; 0: none, today's one process). */
   readonly frontEnds: number;
   /** Entries kept in the raft log behind a snapshot for slow followers (--experimental-snapshot-catchup-entries). */
@@ -170,6 +174,8 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   { group: MEMBER, name: "max-snapshots", kind: "uint", defaultValue: "5", usage: "Maximum number of snapshot files to retain (0 is unlimited)." },
   { group: MEMBER, name: "max-wals", kind: "uint", defaultValue: "5", usage: "Maximum number of wal files to retain (0 is unlimited)." },
   { group: MEMBER, name: "quota-backend-bytes", kind: "int", defaultValue: "0", usage: "Raise alarms when backend size exceeds the given quota (0 defaults to low space quota)." },
+  { group: MEMBER, name: "backend-batch-interval", kind: "duration", defaultValue: "0", defaultText: "", usage: "BackendBatchInterval is the maximum time before commit the backend transaction." },
+  { group: MEMBER, name: "backend-batch-limit", kind: "int", defaultValue: "0", usage: "BackendBatchLimit is the maximum operations before commit the backend transaction." },
   { group: MEMBER, name: "max-txn-ops", kind: "uint", defaultValue: "128", usage: "Maximum number of operations permitted in a transaction." },
   { group: MEMBER, name: "max-request-bytes", kind: "uint", defaultValue: "1572864", usage: "Maximum client request size in bytes the server will accept." },
   { group: MEMBER, name: "max-concurrent-streams", kind: "uint", defaultValue: String(MAX_UINT32), defaultText: "math.MaxUint32", max: MAX_UINT32, usage: "Maximum concurrent streams that each client can open at a time." },
@@ -212,6 +218,23 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
 const FAIL_CLOSED_SPECS: readonly FlagSpec[] = securitySpecsBesides(FLAG_SPECS);
 /** What the parser and --help know: FLAG_SPECS, then the security flags. */
 const PARSER_SPECS: readonly FlagSpec[] = [...FLAG_SPECS, ...FAIL_CLOSED_SPECS];
+
+/**
+ * --backend-batch-interval and --backend-batch-limit as etcd applies them: 0 keeps the backend's
+ * default (100 ms, 10,000 writes). A negative limit commits after every write (etcd's batch check,
+ * pending >= limit, is then always true); a negative interval, on which etcd panics at start
+ * (time.NewTicker), is refused. The backend's timer counts whole milliseconds: a shorter interval
+ * commits every millisecond.
+ */
+function backendBatch(raw: (name: string) => string): { backendBatchIntervalMs: number | undefined; backendBatchLimit: number | undefined } {
+  const intervalMs = parseGoDurationMs(raw("backend-batch-interval"));
+  if (intervalMs < 0) throw new ConfigError(`--backend-batch-interval must not be negative (set to ${raw("backend-batch-interval")})`, 1);
+  const limit = parseGoInt(raw("backend-batch-limit"));
+  return {
+    backendBatchIntervalMs: intervalMs === 0 ? undefined : Math.max(1, Math.ceil(intervalMs)),
+    backendBatchLimit: limit === 0 ? undefined : Math.max(1, limit),
+  };
+}
 
 /**
  * Parses etcd's flags and ETCD_* variables into a validated ServerConfig. Pure; throws ConfigError
@@ -390,6 +413,7 @@ function buildConfig(
     grpcKeepaliveTimeoutMs: parseGoDurationMs(raw("grpc-keepalive-timeout")),
     watchProgressNotifyIntervalMs: parseGoDurationMs(raw("experimental-watch-progress-notify-interval")),
     compactionBatchLimit: parseGoUint(raw("experimental-compaction-batch-limit")),
+    ...backendBatch(raw),
     snapshotCatchUpEntries: parseGoUint(raw("experimental-snapshot-catchup-entries")),
     frontEnds: parseGoUint(raw("experimental-front-ends")),
     ops: opsConfig(raw),

@@ -45,8 +45,6 @@ const UNSUPPORTED_AT_REST: Readonly<Record<string, readonly unknown[]>> = {
   "proxy-read-timeout": [0],
   debug: [false],
   "log-package-levels": [""],
-  "backend-batch-interval": [0],
-  "backend-batch-limit": [0],
   "experimental-backend-bbolt-freelist-type": ["array", ""],
   "experimental-enable-v2v3": [""],
   "experimental-warning-apply-duration": [0, 100_000_000],

@@ -162,6 +162,8 @@ export class EtcdServer {
     mkdirSync(o.config.snapDir, { recursive: true });
     mkdirSync(join(o.config.dataDir, "member"), { recursive: true });
     this.backend = Backend.open(join(o.config.snapDir, "db"), {
+      batchIntervalMs: o.config.backendBatchIntervalMs,
+      batchLimit: o.config.backendBatchLimit,
       onIncompleteCheckpoint: (message) => this.logger.warn({}, message),
       onWalCheckpoint: (e) => {
         const fields = { "wal-size-bytes": e.walBytes, frames: e.frames, "took-ms": Number(e.tookMs.toFixed(1)) };

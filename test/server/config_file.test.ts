@@ -110,6 +110,9 @@ describe("--config-file", () => {
     expect(c.logOutputs).toEqual(["stdout", "stderr"]);
     expect(c.enableGrpcGateway).toBe(true);
     expect(c.maxTxnOps).toBe(64);
+    const batch = fromFile("backend-batch-interval: 50000000\nbackend-batch-limit: 200\n");
+    expect([batch.backendBatchIntervalMs, batch.backendBatchLimit]).toEqual([50, 200]);
+    expect([c.backendBatchIntervalMs, c.backendBatchLimit]).toEqual([undefined, undefined]);
   });
 
   it("refuses a value of the wrong type with encoding/json's words, as etcd does", () => {
