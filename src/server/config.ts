@@ -129,6 +129,8 @@ export interface ServerConfig {
   readonly grpcKeepaliveTimeoutMs: number;
   readonly watchProgressNotifyIntervalMs: number;
   readonly compactionBatchLimit: number;
+  /** --experimental-warning-apply-duration in ms: an apply or a range that takes longer is logged ("took too long"). */
+  readonly warningApplyDurationMs: number;
   /** --backend-batch-interval in ms; undefined: etcd's default (100 ms). */
   readonly backendBatchIntervalMs: number | undefined;
   /** --backend-batch-limit; undefined: etcd's default (10,000 writes). */
@@ -208,6 +210,7 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   { group: EXPERIMENTAL, name: "experimental-front-ends", kind: "uint", defaultValue: "0", max: FRONT_ENDS_MAX, usage: "etcetera: number of front-end processes serving the client port (0: the member's one process serves it)." },
   { group: EXPERIMENTAL, name: "experimental-snapshot-catchup-entries", kind: "uint", defaultValue: "5000", usage: "Number of entries for a slow follower to catch up after compacting the raft storage entries." },
   { group: EXPERIMENTAL, name: "experimental-watch-progress-notify-interval", kind: "duration", defaultValue: "10m", usage: "Duration of periodical watch progress notification." },
+  { group: EXPERIMENTAL, name: "experimental-warning-apply-duration", kind: "duration", defaultValue: "100ms", usage: "Warning is generated if requests take more than this duration." },
 
   ...OPS_FLAG_SPECS,
 
@@ -412,6 +415,7 @@ function buildConfig(
     grpcKeepaliveIntervalMs: parseGoDurationMs(raw("grpc-keepalive-interval")),
     grpcKeepaliveTimeoutMs: parseGoDurationMs(raw("grpc-keepalive-timeout")),
     watchProgressNotifyIntervalMs: parseGoDurationMs(raw("experimental-watch-progress-notify-interval")),
+    warningApplyDurationMs: parseGoDurationMs(raw("experimental-warning-apply-duration")),
     compactionBatchLimit: parseGoUint(raw("experimental-compaction-batch-limit")),
     ...backendBatch(raw),
     snapshotCatchUpEntries: parseGoUint(raw("experimental-snapshot-catchup-entries")),

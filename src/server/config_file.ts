@@ -47,7 +47,6 @@ const UNSUPPORTED_AT_REST: Readonly<Record<string, readonly unknown[]>> = {
   "log-package-levels": [""],
   "experimental-backend-bbolt-freelist-type": ["array", ""],
   "experimental-enable-v2v3": [""],
-  "experimental-warning-apply-duration": [0, 100_000_000],
   // 3.4's deprecated spelling of log-outputs.
   "log-output": [[], ["default"]],
 };

@@ -32,7 +32,7 @@ import { WatchableStore } from "../mvcc/watchable_store.js";
 import { RawNode } from "../raft/index.js";
 import type { Status } from "../raft/rawnode.js";
 import { readWalMetadata } from "../wal/index.js";
-import { NONE, type NodeId } from "../raft/types.js";
+import { EntryType, NONE, type NodeId } from "../raft/types.js";
 import { ErrCompacted } from "../mvcc/errors.js";
 import { Alarms } from "./alarms.js";
 import { Applier } from "./apply.js";
@@ -73,9 +73,8 @@ import { V3Api } from "./v3_api.js";
 import { COMMIT_HOLD_MS_DEFAULT, CommitHold, commitHoldMsFromEnv } from "./commit_hold.js";
 import type { V3Server } from "./v3_server.js";
 import { WaitTime } from "./wait_time.js";
+import { ExpensiveRequests } from "./expensive_requests.js";
 
-/** etcd's warnApplyDuration (100 ms). */
-const SLOW_APPLY_MS = 100;
 /** How often proposals past their deadline are failed. */
 const DEADLINE_SWEEP_MS = 100;
 
@@ -142,6 +141,7 @@ export class EtcdServer {
   /** --auto-compaction-*: runs paused, resumed while this member leads. */
   private compactor: Compactor | undefined;
   private counters!: ServerCounters;
+  private expensive!: ExpensiveRequests;
   private tickTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -334,6 +334,12 @@ export class EtcdServer {
       onMembershipChange: () => this.onMembershipChange(),
     });
     const heartbeats = new HeartbeatWatch({ registry, heartbeatMs: c.heartbeatMs, logger: this.logger });
+    const expensive = (this.expensive = new ExpensiveRequests({
+      logger: this.logger,
+      thresholdMs: c.warningApplyDurationMs,
+      slowApply: counters.slowApply,
+      fullHeader: (revision) => ({ clusterId: this.clusterId, memberId: this.memberId, revision, raftTerm: this.loop.raftTerm() }),
+    }));
     const hold = commitHoldMsFromEnv(process.env);
     this.commitHold = new CommitHold(typeof hold === "number" ? hold : COMMIT_HOLD_MS_DEFAULT, (msgs) => {
       heartbeats.observe(msgs);
@@ -349,8 +355,9 @@ export class EtcdServer {
       apply: (e) => {
         const startMs = performance.now();
         const applied = applier.apply(e);
-        // etcd's warnApplyDuration: an entry whose apply takes longer counts as a slow apply.
-        if (performance.now() - startMs > SLOW_APPLY_MS) counters.slowApply.inc();
+        // etcd's warnOfExpensiveRequest: an entry whose apply took too long is logged and counted.
+        const tookMs = performance.now() - startMs;
+        if (tookMs > c.warningApplyDurationMs && e.type === EntryType.Normal) expensive.applied(tookMs, e.data, applied?.outcome);
         return applied;
       },
       proposals: this.proposals,
@@ -453,6 +460,7 @@ export class EtcdServer {
         onPromoted: () => promotions.inc(),
         logger: this.logger,
       }),
+      expensive: this.expensive,
       defragment: () =>
         defragment({
           memberId: this.memberId,

@@ -62,6 +62,8 @@ function rawOf(field: RawRequest["field"], bytes: Buffer | undefined): RawReques
   return bytes === undefined ? undefined : { field, bytes };
 }
 
+import type { ExpensiveRequests } from "./expensive_requests.js";
+
 export interface V3ApiOptions {
   memberId: NodeId;
   clusterId: NodeId;
@@ -88,6 +90,8 @@ export interface V3ApiOptions {
   reconfigure: Pick<Reconfigure, "addMember" | "removeMember" | "updateMember" | "promoteMember">;
   /** Maintenance.Defragment (defrag.ts: a leader hands leadership on before it vacuums). */
   defragment(): Promise<void>;
+  /** etcd's "took too long" warnings for ranges (expensive_requests.ts). */
+  expensive: Pick<ExpensiveRequests, "rangeServed" | "thresholdMs">;
 }
 
 export class V3Api implements V3Server {
@@ -206,12 +210,27 @@ export class V3Api implements V3Server {
   }
 
   async range(req: mvcc.RangeRequest, signal?: AbortSignal): Promise<RangeReadResult> {
-    if (!req.serializable) await this.o.readIndex.notify();
-    this.o.auth.isRangePermitted(this.ai, req.key, req.rangeEnd);
-    // Sliced over event-loop turns at one revision: a huge range does not stall other clients.
-    const r = await this.o.kv.rangeAsync(req, signal);
-    this.checkAuthRevisionAfterRead();
-    return r;
+    // etcd's warnOfExpensiveReadOnlyRangeRequest times the whole Range, its ReadIndex wait included.
+    const startMs = performance.now();
+    let result: RangeReadResult | undefined;
+    try {
+      if (!req.serializable) await this.o.readIndex.notify();
+      this.o.auth.isRangePermitted(this.ai, req.key, req.rangeEnd);
+      // Sliced over event-loop turns at one revision: a huge range does not stall other clients.
+      result = await this.o.kv.rangeAsync(req, signal);
+      this.checkAuthRevisionAfterRead();
+      return result;
+    } catch (err) {
+      this.rangeServed(startMs, req, undefined, err);
+      throw err;
+    } finally {
+      if (result !== undefined) this.rangeServed(startMs, req, result, undefined);
+    }
+  }
+
+  private rangeServed(startMs: number, req: mvcc.RangeRequest, result: RangeReadResult | undefined, error: unknown): void {
+    const tookMs = performance.now() - startMs;
+    if (tookMs > this.o.expensive.thresholdMs) this.o.expensive.rangeServed(tookMs, req, result, error);
   }
 
   put(req: mvcc.PutRequest, signal?: AbortSignal, encoded?: Buffer): Promise<Applied<mvcc.PutResponse>> {

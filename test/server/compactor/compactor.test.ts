@@ -175,6 +175,11 @@ describe("formatGoDuration", () => {
     expect(formatGoDuration(5 * MIN)).toBe("5m0s");
     expect(formatGoDuration(HOUR)).toBe("1h0m0s");
     expect(formatGoDuration(2 * SEC)).toBe("2s");
+    // Below a millisecond, as Go prints it (zap's "took" of a fast request).
+    expect(formatGoDuration(0.858807)).toBe("858.807µs");
+    expect(formatGoDuration(0.000001)).toBe("1ns");
+    expect(formatGoDuration(1.2345678)).toBe("1.234568ms");
+    expect(formatGoDuration(-1000)).toBe("-1s");
     expect(formatGoDuration(1500)).toBe("1.5s");
     expect(formatGoDuration(500)).toBe("500ms");
     expect(formatGoDuration(0)).toBe("0s");

@@ -1,0 +1,119 @@
+/**
+ * etcd's "took too long" warnings (etcdserver/util.go warnOfExpensiveRequest and
+ * warnOfExpensiveReadOnlyRangeRequest): an applied entry, or a range served, that took longer than
+ * --experimental-warning-apply-duration (100 ms) is logged at warn as etcd logs it, and counted
+ * in etcd_server_slow_apply_total:
+ *
+ *   {"level":"warn",...,"msg":"apply request took too long","took":"123.4ms","expected-duration":"100ms",
+ *    "prefix":"","request":"header:<ID:... > put:<key:\"foo\" value_size:3 >","response":"size:4"}
+ *
+ * A range's prefix is "read-only range " and its response "range_response_count:N size:M". The
+ * sizes are those of the response as etcd holds it at that point (protobuf bytes): the header holds
+ * only the revision, but for the lease requests whose apply fills it whole. A failed request logs
+ * its error instead of a response, as zap.Error does.
+ */
+import { loadMemberCodecs } from "../pb/protos.js";
+import type { InternalRaftRequest, ResponseHeaderInit } from "../pb/member-types.js";
+import type { ApplyOutcome } from "./apply.js";
+import { formatGoDuration } from "./compactor/clock.js";
+import type { Logger } from "./logger.js";
+import { decodeRaftRequest } from "./raft_request.js";
+import { compactText, raftRequestText } from "./request_text.js";
+
+export interface ExpensiveRequestsOptions {
+  logger: Logger;
+  /** --experimental-warning-apply-duration in ms. */
+  thresholdMs: number;
+  /** etcd_server_slow_apply_total. */
+  slowApply: { inc(): void };
+  /** The whole response header at a revision (cluster and member id, raft term): a lease apply's. */
+  fullHeader(revision: number): ResponseHeaderInit;
+}
+
+/** The response type of each raft request kind with a response etcd sizes, and whether its apply fills the whole header. */
+const RESPONSE_TYPES: Readonly<Record<string, { type: string; fullHeader: boolean }>> = {
+  put: { type: "PutResponse", fullHeader: false },
+  deleteRange: { type: "DeleteRangeResponse", fullHeader: false },
+  txn: { type: "TxnResponse", fullHeader: false },
+  compaction: { type: "CompactionResponse", fullHeader: false },
+  leaseGrant: { type: "LeaseGrantResponse", fullHeader: true },
+  leaseRevoke: { type: "LeaseRevokeResponse", fullHeader: true },
+};
+
+type Obj = Record<string, unknown>;
+
+/** Each sub-response of a txn carries its own header with the revision, as etcd's applyTxn fills it. */
+function withTxnHeaders(resp: Obj, header: ResponseHeaderInit): Obj {
+  const responses = Array.isArray(resp.responses) ? (resp.responses as Obj[]) : [];
+  return {
+    ...resp,
+    header,
+    responses: responses.map((op) => {
+      const out: Obj = {};
+      for (const [k, v] of Object.entries(op)) {
+        if (v === undefined || v === null || typeof v !== "object") continue;
+        out[k] = k === "responseTxn" ? withTxnHeaders(v as Obj, header) : { ...(v as Obj), header };
+      }
+      return out;
+    }),
+  };
+}
+
+export class ExpensiveRequests {
+  constructor(private readonly o: ExpensiveRequestsOptions) {}
+
+  /** --experimental-warning-apply-duration in ms. */
+  get thresholdMs(): number {
+    return this.o.thresholdMs;
+  }
+
+  /** An entry's apply took `tookMs`: warns if that is too long. */
+  applied(tookMs: number, data: Uint8Array, outcome: ApplyOutcome | undefined): void {
+    if (tookMs <= this.o.thresholdMs || data.length === 0) return;
+    let text: string;
+    let response = "";
+    try {
+      const req = decodeRaftRequest(data);
+      text = raftRequestText(req);
+      if (outcome !== undefined && outcome.error === undefined) response = this.responseText(req, outcome);
+    } catch (err) {
+      text = `<undecodable request: ${String(err)}>`;
+    }
+    this.warn(tookMs, "", text, response, outcome?.error);
+  }
+
+  /** A range was served in `tookMs` (its ReadIndex wait included): warns if that is too long. */
+  rangeServed(tookMs: number, req: object, result: { kvs: readonly unknown[]; more: boolean; count: number; revision: number } | undefined, error: unknown): void {
+    if (tookMs <= this.o.thresholdMs) return;
+    let response = "";
+    if (result !== undefined) {
+      const codec = loadMemberCodecs().message<unknown, Obj>("etcdserverpb.RangeResponse");
+      const size = codec.encode({ header: { revision: result.revision }, kvs: result.kvs, more: result.more, count: result.count }).length;
+      response = `range_response_count:${result.kvs.length} size:${size}`;
+    }
+    this.warn(tookMs, "read-only range ", compactText("etcdserverpb.RangeRequest", req), response, error);
+  }
+
+  private responseText(req: InternalRaftRequest, outcome: ApplyOutcome): string {
+    const kind = Object.keys(RESPONSE_TYPES).find((k) => req[k as keyof InternalRaftRequest] !== undefined);
+    if (kind === undefined) return "";
+    const { type, fullHeader } = RESPONSE_TYPES[kind]!;
+    const header = fullHeader ? this.o.fullHeader(outcome.revision) : { revision: outcome.revision };
+    const body = (outcome.response ?? {}) as Obj;
+    const msg = kind === "txn" ? withTxnHeaders(body, header) : { ...body, header };
+    return `size:${loadMemberCodecs().message<unknown, Obj>(`etcdserverpb.${type}`).encode(msg).length}`;
+  }
+
+  private warn(tookMs: number, prefix: string, request: string, response: string, error: unknown): void {
+    const fields: Obj = {
+      took: formatGoDuration(tookMs),
+      "expected-duration": formatGoDuration(this.o.thresholdMs),
+      prefix,
+      request,
+      response,
+    };
+    if (error !== undefined && error !== null) fields.error = error instanceof Error ? error.message : String(error);
+    this.o.logger.warn(fields, "apply request took too long");
+    this.o.slowApply.inc();
+  }
+}
