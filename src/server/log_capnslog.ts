@@ -10,6 +10,7 @@
  * A record is formatted from the JSON line pino writes, so both loggers carry the same records.
  */
 import type { DestinationStream } from "pino";
+import { goQuote } from "../grpc/go_quote.js";
 
 const LEVEL_LETTERS: Record<string, string> = { trace: "T", debug: "D", info: "I", warn: "W", error: "E", fatal: "C", panic: "C" };
 
@@ -30,12 +31,25 @@ function fieldText(v: unknown): string {
   return JSON.stringify(v, (_k, x: unknown) => (typeof x === "bigint" ? x.toString() : x));
 }
 
+/**
+ * etcd 3.4's capnslog words for a slow request (etcdserver/util.go), the line operators grep:
+ * `request "<request>" with result "<response or error:...>" took too long (<took>) to execute`.
+ */
+function slowRequestText(fields: Record<string, unknown>): string | undefined {
+  const { prefix, request, response, error, took } = fields;
+  if (typeof request !== "string" || typeof took !== "string") return undefined;
+  const result = error !== undefined ? `error:${String(error)}` : String(response ?? "");
+  return `${String(prefix ?? "")}request ${goQuote(request)} with result ${goQuote(result)} took too long (${took}) to execute`;
+}
+
 /** One zap-shaped JSON record as a capnslog line (with its newline). */
 export function capnslogLine(record: Record<string, unknown>): string {
   const { level, ts, caller, msg, ...fields } = record;
   const when = typeof ts === "string" ? new Date(ts) : new Date();
   const letter = LEVEL_LETTERS[String(level)] ?? "I";
   const pkg = typeof caller === "string" ? caller : "etcetera";
+  const slow = msg === "apply request took too long" ? slowRequestText(fields) : undefined;
+  if (slow !== undefined) return `${capnslogTime(when)} ${letter} | ${pkg}: ${slow}\n`;
   const extra = Object.entries(fields)
     .map(([k, v]) => `${k}=${fieldText(v)}`)
     .join(" ");

@@ -80,6 +80,22 @@ describe("--experimental-warning-apply-duration", () => {
     expect(shown[7]![2]).toMatch(/^size:\d+$/);
   });
 
+  it("with --logger=capnslog, in etcd 3.4's words", async () => {
+    const c = await Cluster.create({ size: 1, extraArgs: ["--logger=capnslog", "--experimental-warning-apply-duration=1ns"] });
+    try {
+      await c.start();
+      const m = c.members[0]!;
+      const from = m.log.length;
+      expect((await etcdctl(m.endpoint, ["put", "foo", "bar"])).code).toBe(0);
+      expect((await etcdctl(m.endpoint, ["get", "foo"])).code).toBe(0);
+      const put = /W \| etcdserver: request "header:<ID:\d+ > put:<key:\\"foo\\" value_size:3 >" with result "size:4" took too long \([0-9.]+(ns|µs|ms|s)\) to execute/;
+      const range = /W \| etcdserver: read-only range request "key:\\"foo\\" " with result "range_response_count:1 size:24" took too long \([0-9.]+(ns|µs|ms|s)\) to execute/;
+      await eventually(async () => (put.test(m.log.slice(from)) && range.test(m.log.slice(from)) ? true : undefined), 10_000, "the two capnslog lines");
+    } finally {
+      await c.destroy();
+    }
+  });
+
   it("counts them in etcd_server_slow_apply_total", async () => {
     const res = await fetch(`${cluster.members[0]!.clientUrl}/metrics`);
     const family = parseExposition(await res.text()).get("etcd_server_slow_apply_total");

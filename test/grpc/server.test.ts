@@ -8,7 +8,8 @@ import http2 from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { GrpcJsServer } from "./grpc-js-adapter.js";
-import { GrpcServer, goQuote } from "../../src/grpc/server.js";
+import { GrpcServer } from "../../src/grpc/server.js";
+import { goQuote } from "../../src/grpc/go_quote.js";
 import { Status } from "../../src/grpc/status.js";
 import {
   type EchoClient,

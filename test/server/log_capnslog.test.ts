@@ -27,3 +27,16 @@ describe("capnslog lines", () => {
     expect(out[0]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6} D \| etcdserver: applied index=5\n$/);
   });
 });
+
+describe("a slow request in capnslog's words", () => {
+  it("is etcd 3.4's line: request \"...\" with result \"...\" took too long (...) to execute", () => {
+    const d = new Date(2026, 11, 1, 14, 5, 39, 586);
+    const fields = { level: "warn", ts: d.toISOString(), caller: "etcdserver", msg: "apply request took too long", took: "77.71µs", "expected-duration": "1ns" };
+    expect(capnslogLine({ ...fields, prefix: "", request: 'header:<ID:7 > put:<key:"foo" value_size:3 >', response: "size:4" })).toBe(
+      '2026-12-01 14:05:39.586000 W | etcdserver: request "header:<ID:7 > put:<key:\\"foo\\" value_size:3 >" with result "size:4" took too long (77.71µs) to execute\n',
+    );
+    expect(capnslogLine({ ...fields, prefix: "read-only range ", request: 'key:"foo" ', response: "", error: "etcdserver: mvcc: required revision has been compacted" })).toContain(
+      'W | etcdserver: read-only range request "key:\\"foo\\" " with result "error:etcdserver: mvcc: required revision has been compacted" took too long (77.71µs) to execute',
+    );
+  });
+});
