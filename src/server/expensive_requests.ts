@@ -7,18 +7,19 @@
  *   {"level":"warn",...,"msg":"apply request took too long","took":"123.4ms","expected-duration":"100ms",
  *    "prefix":"","request":"header:<ID:... > put:<key:\"foo\" value_size:3 >","response":"size:4"}
  *
- * A range's prefix is "read-only range " and its response "range_response_count:N size:M". The
+ * A range's prefix is "read-only range " and its response "range_response_count:N size:M"; a
+ * read-only txn's prefix is the same, its response "responses:<range_response_count:N ...> size:M". The
  * sizes are those of the response as etcd holds it at that point (protobuf bytes): the header holds
  * only the revision, but for the lease requests whose apply fills it whole. A failed request logs
  * its error instead of a response, as zap.Error does.
  */
 import { loadMemberCodecs } from "../pb/protos.js";
-import type { InternalRaftRequest, ResponseHeaderInit } from "../pb/member-types.js";
+import type { InternalRaftRequest, ResponseHeaderInit, TxnRequestInit } from "../pb/member-types.js";
 import type { ApplyOutcome } from "./apply.js";
 import { formatGoDuration } from "./compactor/clock.js";
 import type { Logger } from "./logger.js";
 import { decodeRaftRequest } from "./raft_request.js";
-import { compactText, raftRequestText } from "./request_text.js";
+import { compactText, loggableTxnText, raftRequestText } from "./request_text.js";
 
 export interface ExpensiveRequestsOptions {
   logger: Logger;
@@ -92,6 +93,22 @@ export class ExpensiveRequests {
       response = `range_response_count:${result.kvs.length} size:${size}`;
     }
     this.warn(tookMs, "read-only range ", compactText("etcdserverpb.RangeRequest", req), response, error);
+  }
+
+  /** A read-only txn was served in `tookMs` (its ReadIndex wait included): warns if that is too long. */
+  readOnlyTxnServed(tookMs: number, req: TxnRequestInit, result: { succeeded: boolean; responses: readonly object[]; revision: number } | undefined, error: unknown): void {
+    if (tookMs <= this.o.thresholdMs) return;
+    let response = "";
+    if (result !== undefined) {
+      const counts = result.responses.flatMap((op) => {
+        const range = (op as { responseRange?: { kvs?: readonly unknown[] } }).responseRange;
+        return range === undefined ? [] : [`range_response_count:${range.kvs?.length ?? 0}`];
+      });
+      const msg = withTxnHeaders({ succeeded: result.succeeded, responses: result.responses }, { revision: result.revision });
+      const size = loadMemberCodecs().message<unknown, Obj>("etcdserverpb.TxnResponse").encode(msg).length;
+      response = `responses:<${counts.join(" ")}> size:${size}`;
+    }
+    this.warn(tookMs, "read-only range ", loggableTxnText(req), response, error);
   }
 
   private responseText(req: InternalRaftRequest, outcome: ApplyOutcome): string {

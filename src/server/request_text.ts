@@ -10,7 +10,7 @@
  */
 import protobuf from "protobufjs";
 import { MEMBER_FILES, PROTO_DIR } from "../pb/protos.js";
-import type { InternalRaftRequest, PutRequest, TxnRequest, Compare, RequestOp } from "../pb/member-types.js";
+import type { CompareInit, InternalRaftRequest, PutRequestInit, RequestOpInit, TxnRequestInit } from "../pb/member-types.js";
 
 let root: protobuf.Root | undefined;
 
@@ -91,7 +91,7 @@ function loggable(fields: ReadonlyArray<readonly [string, unknown]>): string {
   return out;
 }
 
-function loggablePut(p: PutRequest): string {
+function loggablePut(p: PutRequestInit): string {
   return loggable([
     ["key", p.key],
     ["value_size", p.value?.byteLength ?? 0],
@@ -105,28 +105,35 @@ function loggablePut(p: PutRequest): string {
 const COMPARE_RESULTS = ["EQUAL", "GREATER", "LESS", "NOT_EQUAL"];
 const COMPARE_TARGETS = ["VERSION", "CREATE", "MOD", "VALUE", "LEASE"];
 
-function compareText(c: Compare): string {
+function compareText(c: CompareInit): string {
   if (c.value === undefined || c.value === null) return compactText("etcdserverpb.Compare", c);
+  const result = c.result ?? 0;
+  const target = c.target ?? 0;
   // etcd's loggableValueCompare: result, target, key, value_size, range_end.
   return loggable([
-    ["result", c.result === 0 ? 0 : (COMPARE_RESULTS[c.result] ?? c.result)],
-    ["target", c.target === 0 ? 0 : (COMPARE_TARGETS[c.target] ?? c.target)],
+    ["result", result === 0 ? 0 : (COMPARE_RESULTS[result] ?? result)],
+    ["target", target === 0 ? 0 : (COMPARE_TARGETS[target] ?? target)],
     ["key", c.key],
     ["value_size", c.value.byteLength],
     ["range_end", c.rangeEnd],
   ]);
 }
 
-function requestOpText(op: RequestOp): string {
+function requestOpText(op: RequestOpInit): string {
   if (op.requestPut) return `request_put:<${loggablePut(op.requestPut)}>`;
   if (op.requestTxn) return `request_txn:<${loggableTxn(op.requestTxn)}>`;
   return compactText("etcdserverpb.RequestOp", op);
 }
 
-function loggableTxn(t: TxnRequest): string {
-  const compare = t.compare.map(compareText).join(" ");
-  const success = t.success.map(requestOpText).join(" ");
-  const failure = t.failure.map(requestOpText).join(" ");
+/** A txn as etcd's txnRequestStringer writes it (a read-only txn's warning shows it so). */
+export function loggableTxnText(t: TxnRequestInit): string {
+  return loggableTxn(t);
+}
+
+function loggableTxn(t: TxnRequestInit): string {
+  const compare = (t.compare ?? []).map(compareText).join(" ");
+  const success = (t.success ?? []).map(requestOpText).join(" ");
+  const failure = (t.failure ?? []).map(requestOpText).join(" ");
   return `compare:<${compare}> success:<${success}> failure:<${failure}>`;
 }
 

@@ -91,7 +91,7 @@ export interface V3ApiOptions {
   /** Maintenance.Defragment (defrag.ts: a leader hands leadership on before it vacuums). */
   defragment(): Promise<void>;
   /** etcd's "took too long" warnings for ranges (expensive_requests.ts). */
-  expensive: Pick<ExpensiveRequests, "rangeServed" | "thresholdMs">;
+  expensive: Pick<ExpensiveRequests, "rangeServed" | "readOnlyTxnServed" | "thresholdMs">;
 }
 
 export class V3Api implements V3Server {
@@ -244,11 +244,25 @@ export class V3Api implements V3Server {
   async txn(req: mvcc.TxnRequest, signal?: AbortSignal, encoded?: Buffer): Promise<Applied<mvcc.TxnResponse>> {
     if (!isTxnReadOnly(req)) return this.proposeAndApply<mvcc.TxnResponse>({ txn: req }, signal, rawOf(RawRequestField.txn, encoded));
     // etcd serves read-only txns without a proposal: one ReadIndex round, then locally, in slices like Range.
-    if (!isTxnSerializable(req)) await this.o.readIndex.notify();
-    if (this.o.auth.isEnabled()) checkTxnPermission(this.o.auth, req, this.ai);
-    const r = await this.o.kv.txnReadOnlyAsync(req, signal);
-    this.checkAuthRevisionAfterRead();
-    return { response: { succeeded: r.succeeded, responses: r.responses }, revision: r.revision };
+    const startMs = performance.now();
+    let r: Awaited<ReturnType<KvStore["txnReadOnlyAsync"]>> | undefined;
+    try {
+      if (!isTxnSerializable(req)) await this.o.readIndex.notify();
+      if (this.o.auth.isEnabled()) checkTxnPermission(this.o.auth, req, this.ai);
+      r = await this.o.kv.txnReadOnlyAsync(req, signal);
+      this.checkAuthRevisionAfterRead();
+      return { response: { succeeded: r.succeeded, responses: r.responses }, revision: r.revision };
+    } catch (err) {
+      this.readOnlyTxnServed(startMs, req, undefined, err);
+      throw err;
+    } finally {
+      if (r !== undefined) this.readOnlyTxnServed(startMs, req, r, undefined);
+    }
+  }
+
+  private readOnlyTxnServed(startMs: number, req: mvcc.TxnRequest, result: { succeeded: boolean; responses: readonly object[]; revision: number } | undefined, error: unknown): void {
+    const tookMs = performance.now() - startMs;
+    if (tookMs > this.o.expensive.thresholdMs) this.o.expensive.readOnlyTxnServed(tookMs, req, result, error);
   }
 
   async compact(req: mvcc.CompactionRequest, signal?: AbortSignal): Promise<{ revision: number }> {
