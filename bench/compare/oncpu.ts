@@ -120,16 +120,30 @@ async function main(): Promise<void> {
   }
 }
 
-function report(stacks: string[][]): void {
-  const areas = new Map<string, number>();
+/** The function a stack is charged to: its first project (or node_modules) frame from the leaf up, else the leaf. */
+export function functionOf(stack: readonly string[]): string {
+  for (const frame of stack) {
+    if (PROJECT_FRAME.test(frame)) return frame.replace(/^JS:/, "").replace(/\S*?\/(dist|node_modules)\//, "").slice(0, 80);
+  }
+  return stack[0] ?? "";
+}
+
+function shares(stacks: string[][], key: (s: string[]) => string, top: number, digits: number): void {
+  const counts = new Map<string, number>();
   for (const s of stacks) {
-    const a = areaOf(s);
-    areas.set(a, (areas.get(a) ?? 0) + 1);
+    const k = key(s);
+    counts.set(k, (counts.get(k) ?? 0) + 1);
   }
+  for (const [k, n] of [...counts].sort((x, y) => y[1] - x[1]).slice(0, top)) {
+    process.stdout.write(`${((100 * n) / stacks.length).toFixed(digits).padStart(6)}%  ${k}\n`);
+  }
+}
+
+function report(stacks: string[][]): void {
   process.stdout.write(`leader main thread: ${stacks.length} on-CPU samples; share by area:\n`);
-  for (const [a, n] of [...areas].sort((x, y) => y[1] - x[1]).slice(0, 30)) {
-    process.stdout.write(`${((100 * n) / stacks.length).toFixed(1).padStart(6)}%  ${a}\n`);
-  }
+  shares(stacks, areaOf, 30, 1);
+  process.stdout.write("--- by function (first project or node_modules frame from the leaf):\n");
+  shares(stacks, functionOf, 45, 2);
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === resolve(import.meta.filename)) {
