@@ -71,44 +71,54 @@ export class ExpensiveRequests {
   /** An entry's apply took `tookMs`: warns if that is too long. */
   applied(tookMs: number, data: Uint8Array, outcome: ApplyOutcome | undefined): void {
     if (tookMs <= this.o.thresholdMs || data.length === 0) return;
-    let text: string;
-    let response = "";
-    try {
+    this.warnDescribed(tookMs, "", outcome?.error, () => {
       const req = decodeRaftRequest(data);
-      text = raftRequestText(req);
-      if (outcome !== undefined && outcome.error === undefined) response = this.responseText(req, outcome);
-    } catch (err) {
-      text = `<undecodable request: ${String(err)}>`;
-    }
-    this.warn(tookMs, "", text, response, outcome?.error);
+      const response = outcome !== undefined && outcome.error === undefined ? this.responseText(req, outcome) : "";
+      return { request: raftRequestText(req), response };
+    });
   }
 
   /** A range was served in `tookMs` (its ReadIndex wait included): warns if that is too long. */
   rangeServed(tookMs: number, req: object, result: { kvs: readonly unknown[]; more: boolean; count: number; revision: number } | undefined, error: unknown): void {
     if (tookMs <= this.o.thresholdMs) return;
-    let response = "";
-    if (result !== undefined) {
-      const codec = loadMemberCodecs().message<unknown, Obj>("etcdserverpb.RangeResponse");
-      const size = codec.encode({ header: { revision: result.revision }, kvs: result.kvs, more: result.more, count: result.count }).length;
-      response = `range_response_count:${result.kvs.length} size:${size}`;
-    }
-    this.warn(tookMs, "read-only range ", compactText("etcdserverpb.RangeRequest", req), response, error);
+    this.warnDescribed(tookMs, "read-only range ", error, () => {
+      let response = "";
+      if (result !== undefined) {
+        const codec = loadMemberCodecs().message<unknown, Obj>("etcdserverpb.RangeResponse");
+        const size = codec.encode({ header: { revision: result.revision }, kvs: result.kvs, more: result.more, count: result.count }).length;
+        response = `range_response_count:${result.kvs.length} size:${size}`;
+      }
+      return { request: compactText("etcdserverpb.RangeRequest", req), response };
+    });
   }
 
   /** A read-only txn was served in `tookMs` (its ReadIndex wait included): warns if that is too long. */
   readOnlyTxnServed(tookMs: number, req: TxnRequestInit, result: { succeeded: boolean; responses: readonly object[]; revision: number } | undefined, error: unknown): void {
     if (tookMs <= this.o.thresholdMs) return;
-    let response = "";
-    if (result !== undefined) {
-      const counts = result.responses.flatMap((op) => {
-        const range = (op as { responseRange?: { kvs?: readonly unknown[] } }).responseRange;
-        return range === undefined ? [] : [`range_response_count:${range.kvs?.length ?? 0}`];
-      });
-      const msg = withTxnHeaders({ succeeded: result.succeeded, responses: result.responses }, { revision: result.revision });
-      const size = loadMemberCodecs().message<unknown, Obj>("etcdserverpb.TxnResponse").encode(msg).length;
-      response = `responses:<${counts.join(" ")}> size:${size}`;
+    this.warnDescribed(tookMs, "read-only range ", error, () => {
+      let response = "";
+      if (result !== undefined) {
+        const counts = result.responses.flatMap((op) => {
+          const range = (op as { responseRange?: { kvs?: readonly unknown[] } }).responseRange;
+          return range === undefined ? [] : [`range_response_count:${range.kvs?.length ?? 0}`];
+        });
+        const msg = withTxnHeaders({ succeeded: result.succeeded, responses: result.responses }, { revision: result.revision });
+        const size = loadMemberCodecs().message<unknown, Obj>("etcdserverpb.TxnResponse").encode(msg).length;
+        response = `responses:<${counts.join(" ")}> size:${size}`;
+      }
+      return { request: loggableTxnText(req), response };
+    });
+  }
+
+  /** Warns with what `describe` makes of the request; a request it cannot describe is still warned of (the warning must never fail the request). */
+  private warnDescribed(tookMs: number, prefix: string, error: unknown, describe: () => { request: string; response: string }): void {
+    let text: { request: string; response: string };
+    try {
+      text = describe();
+    } catch (err) {
+      text = { request: `<request not described: ${String(err)}>`, response: "" };
     }
-    this.warn(tookMs, "read-only range ", loggableTxnText(req), response, error);
+    this.warn(tookMs, prefix, text.request, text.response, error);
   }
 
   private responseText(req: InternalRaftRequest, outcome: ApplyOutcome): string {
