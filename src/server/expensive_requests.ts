@@ -19,7 +19,7 @@ import type { ApplyOutcome } from "./apply.js";
 import { formatGoDuration } from "./compactor/clock.js";
 import type { Logger } from "./logger.js";
 import { decodeRaftRequest } from "./raft_request.js";
-import { compactText, loggableTxnText, raftRequestText } from "./request_text.js";
+import { compactText, loggableTxn, raftRequestText } from "./request_text.js";
 
 export interface ExpensiveRequestsOptions {
   logger: Logger;
@@ -63,11 +63,6 @@ function withTxnHeaders(resp: Obj, header: ResponseHeaderInit): Obj {
 export class ExpensiveRequests {
   constructor(private readonly o: ExpensiveRequestsOptions) {}
 
-  /** --experimental-warning-apply-duration in ms. */
-  get thresholdMs(): number {
-    return this.o.thresholdMs;
-  }
-
   /** An entry's apply took `tookMs`: warns if that is too long. */
   applied(tookMs: number, data: Uint8Array, outcome: ApplyOutcome | undefined): void {
     if (tookMs <= this.o.thresholdMs || data.length === 0) return;
@@ -93,20 +88,20 @@ export class ExpensiveRequests {
   }
 
   /** A read-only txn was served in `tookMs` (its ReadIndex wait included): warns if that is too long. */
-  readOnlyTxnServed(tookMs: number, req: TxnRequestInit, result: { succeeded: boolean; responses: readonly object[]; revision: number } | undefined, error: unknown): void {
+  readOnlyTxnServed(tookMs: number, req: TxnRequestInit, result: { response: { succeeded: boolean; responses: readonly object[] }; revision: number } | undefined, error: unknown): void {
     if (tookMs <= this.o.thresholdMs) return;
     this.warnDescribed(tookMs, "read-only range ", error, () => {
       let response = "";
       if (result !== undefined) {
-        const counts = result.responses.flatMap((op) => {
+        const counts = result.response.responses.flatMap((op) => {
           const range = (op as { responseRange?: { kvs?: readonly unknown[] } }).responseRange;
           return range === undefined ? [] : [`range_response_count:${range.kvs?.length ?? 0}`];
         });
-        const msg = withTxnHeaders({ succeeded: result.succeeded, responses: result.responses }, { revision: result.revision });
+        const msg = withTxnHeaders({ ...result.response }, { revision: result.revision });
         const size = loadMemberCodecs().message<unknown, Obj>("etcdserverpb.TxnResponse").encode(msg).length;
         response = `responses:<${counts.join(" ")}> size:${size}`;
       }
-      return { request: loggableTxnText(req), response };
+      return { request: loggableTxn(req), response };
     });
   }
 

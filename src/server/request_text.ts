@@ -125,12 +125,8 @@ function requestOpText(op: RequestOpInit): string {
   return compactText("etcdserverpb.RequestOp", op);
 }
 
-/** A txn as etcd's txnRequestStringer writes it (a read-only txn's warning shows it so). */
-export function loggableTxnText(t: TxnRequestInit): string {
-  return loggableTxn(t);
-}
-
-function loggableTxn(t: TxnRequestInit): string {
+/** A txn as etcd's txnRequestStringer writes it (inside a raft request's text, and alone in a read-only txn's warning). */
+export function loggableTxn(t: TxnRequestInit): string {
   const compare = (t.compare ?? []).map(compareText).join(" ");
   const success = (t.success ?? []).map(requestOpText).join(" ");
   const failure = (t.failure ?? []).map(requestOpText).join(" ");

@@ -35,6 +35,7 @@ import type { ReadIndex } from "./read_index.js";
 import type { Snapshots } from "./snapshots.js";
 import { isTxnReadOnly, isTxnSerializable } from "../mvcc/txn_rules.js";
 import type { Applied, AuthChangeRequest, Credentials, MemberStatus, RequestLimits, V3Server } from "./v3_server.js";
+import type { ExpensiveRequests } from "./expensive_requests.js";
 
 /** Authenticate retries while the auth revision moves under it (etcd loops; here a bound). */
 const AUTHENTICATE_ATTEMPTS_MAX = 16;
@@ -61,8 +62,6 @@ function unwrapOutcome(o: ApplyOutcome): Applied<unknown> & { done?: Promise<voi
 function rawOf(field: RawRequest["field"], bytes: Buffer | undefined): RawRequest | undefined {
   return bytes === undefined ? undefined : { field, bytes };
 }
-
-import type { ExpensiveRequests } from "./expensive_requests.js";
 
 export interface V3ApiOptions {
   memberId: NodeId;
@@ -91,7 +90,7 @@ export interface V3ApiOptions {
   /** Maintenance.Defragment (defrag.ts: a leader hands leadership on before it vacuums). */
   defragment(): Promise<void>;
   /** etcd's "took too long" warnings for ranges (expensive_requests.ts). */
-  expensive: Pick<ExpensiveRequests, "rangeServed" | "readOnlyTxnServed" | "thresholdMs">;
+  expensive: Pick<ExpensiveRequests, "rangeServed" | "readOnlyTxnServed">;
 }
 
 export class V3Api implements V3Server {
@@ -209,28 +208,35 @@ export class V3Api implements V3Server {
     return this.o.kv.currentRevision();
   }
 
-  async range(req: mvcc.RangeRequest, signal?: AbortSignal): Promise<RangeReadResult> {
-    // etcd's warnOfExpensiveReadOnlyRangeRequest times the whole Range, its ReadIndex wait included.
-    const startMs = performance.now();
-    let result: RangeReadResult | undefined;
-    try {
-      if (!req.serializable) await this.o.readIndex.notify();
-      this.o.auth.isRangePermitted(this.ai, req.key, req.rangeEnd);
-      // Sliced over event-loop turns at one revision: a huge range does not stall other clients.
-      result = await this.o.kv.rangeAsync(req, signal);
-      this.checkAuthRevisionAfterRead();
-      return result;
-    } catch (err) {
-      this.rangeServed(startMs, req, undefined, err);
-      throw err;
-    } finally {
-      if (result !== undefined) this.rangeServed(startMs, req, result, undefined);
-    }
+  range(req: mvcc.RangeRequest, signal?: AbortSignal): Promise<RangeReadResult> {
+    return this.timedRead(
+      async () => {
+        if (!req.serializable) await this.o.readIndex.notify();
+        this.o.auth.isRangePermitted(this.ai, req.key, req.rangeEnd);
+        // Sliced over event-loop turns at one revision: a huge range does not stall other clients.
+        const r = await this.o.kv.rangeAsync(req, signal);
+        this.checkAuthRevisionAfterRead();
+        return r;
+      },
+      (tookMs, result, error) => this.o.expensive.rangeServed(tookMs, req, result, error),
+    );
   }
 
-  private rangeServed(startMs: number, req: mvcc.RangeRequest, result: RangeReadResult | undefined, error: unknown): void {
-    const tookMs = performance.now() - startMs;
-    if (tookMs > this.o.expensive.thresholdMs) this.o.expensive.rangeServed(tookMs, req, result, error);
+  /**
+   * Runs a read timed as etcd times it for its "took too long" warning (warnOfExpensiveReadOnly*:
+   * the whole request, its ReadIndex wait included) and tells `served` how long it took and how it ended.
+   */
+  private async timedRead<R>(read: () => Promise<R>, served: (tookMs: number, result: R | undefined, error: unknown) => void): Promise<R> {
+    const startMs = performance.now();
+    let result: R;
+    try {
+      result = await read();
+    } catch (err) {
+      served(performance.now() - startMs, undefined, err);
+      throw err;
+    }
+    served(performance.now() - startMs, result, undefined);
+    return result;
   }
 
   put(req: mvcc.PutRequest, signal?: AbortSignal, encoded?: Buffer): Promise<Applied<mvcc.PutResponse>> {
@@ -244,25 +250,16 @@ export class V3Api implements V3Server {
   async txn(req: mvcc.TxnRequest, signal?: AbortSignal, encoded?: Buffer): Promise<Applied<mvcc.TxnResponse>> {
     if (!isTxnReadOnly(req)) return this.proposeAndApply<mvcc.TxnResponse>({ txn: req }, signal, rawOf(RawRequestField.txn, encoded));
     // etcd serves read-only txns without a proposal: one ReadIndex round, then locally, in slices like Range.
-    const startMs = performance.now();
-    let r: Awaited<ReturnType<KvStore["txnReadOnlyAsync"]>> | undefined;
-    try {
-      if (!isTxnSerializable(req)) await this.o.readIndex.notify();
-      if (this.o.auth.isEnabled()) checkTxnPermission(this.o.auth, req, this.ai);
-      r = await this.o.kv.txnReadOnlyAsync(req, signal);
-      this.checkAuthRevisionAfterRead();
-      return { response: { succeeded: r.succeeded, responses: r.responses }, revision: r.revision };
-    } catch (err) {
-      this.readOnlyTxnServed(startMs, req, undefined, err);
-      throw err;
-    } finally {
-      if (r !== undefined) this.readOnlyTxnServed(startMs, req, r, undefined);
-    }
-  }
-
-  private readOnlyTxnServed(startMs: number, req: mvcc.TxnRequest, result: { succeeded: boolean; responses: readonly object[]; revision: number } | undefined, error: unknown): void {
-    const tookMs = performance.now() - startMs;
-    if (tookMs > this.o.expensive.thresholdMs) this.o.expensive.readOnlyTxnServed(tookMs, req, result, error);
+    return this.timedRead(
+      async () => {
+        if (!isTxnSerializable(req)) await this.o.readIndex.notify();
+        if (this.o.auth.isEnabled()) checkTxnPermission(this.o.auth, req, this.ai);
+        const r = await this.o.kv.txnReadOnlyAsync(req, signal);
+        this.checkAuthRevisionAfterRead();
+        return { response: { succeeded: r.succeeded, responses: r.responses }, revision: r.revision };
+      },
+      (tookMs, result, error) => this.o.expensive.readOnlyTxnServed(tookMs, req, result, error),
+    );
   }
 
   async compact(req: mvcc.CompactionRequest, signal?: AbortSignal): Promise<{ revision: number }> {

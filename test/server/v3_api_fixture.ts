@@ -32,7 +32,7 @@ export function v3ApiWith(overrides: Partial<V3ApiOptions>): { api: V3Api; store
     leaderClient: { keepAlive: notUsed, timeToLive: notUsed },
     reconfigure: { addMember: notUsed, removeMember: notUsed, updateMember: notUsed, promoteMember: notUsed },
     defragment: notUsed,
-    expensive: { thresholdMs: Number.POSITIVE_INFINITY, rangeServed: () => {}, readOnlyTxnServed: () => {} },
+    expensive: { rangeServed: () => {}, readOnlyTxnServed: () => {} },
     ...overrides,
   });
   return { api, stores };
