@@ -202,7 +202,7 @@ async function warmUpHotPaths(logger: Logger): Promise<void> {
   try {
     const r = await warmUp();
     const c = r.counts;
-    logger.info({ rounds: r.rounds, memberPuts: c.memberPuts, memberSinglePuts: c.memberSinglePuts, memberTxns: c.memberTxns, memberRanges: c.memberRanges, durationMs: Math.round(r.durationMs), budgetExceeded: r.budgetExceeded }, "warmed up the request paths");
+    logger.info({ rounds: r.rounds, primerPuts: c.primerPuts, memberPuts: c.memberPuts, memberSinglePuts: c.memberSinglePuts, memberTxns: c.memberTxns, memberRanges: c.memberRanges, durationMs: Math.round(r.durationMs), budgetExceeded: r.budgetExceeded }, "warmed up the request paths");
     if (r.memberSkipped !== undefined) logger.warn({ reason: r.memberSkipped }, "warm-up ran without its scratch cluster");
   } catch (err) {
     logger.warn({ err: String(err) }, "warm-up failed; serving without it");

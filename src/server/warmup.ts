@@ -32,7 +32,11 @@
 import { setImmediate as yieldToLoop } from "node:timers/promises";
 import { frameMessage, type MessageSink, MessageDeframer } from "../grpc/framing.js";
 import { encodeLiteralBlock, type HeaderField, HpackDecoder } from "../grpc/h2/hpack.js";
-import { packRev } from "../mvcc/revision.js";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { KvStore } from "../mvcc/kvstore.js";
+import { packRev, SUB_BITS } from "../mvcc/revision.js";
 import { keyToString, TreeIndex } from "../mvcc/tree_index.js";
 import { warmupCodecs } from "./warmup_codecs.js";
 import { RawNode, type Ready } from "../raft/rawnode.js";
@@ -107,6 +111,8 @@ export interface WarmupCounts {
   raftRequests: number;
   /** Puts and gets on the scratch key index. */
   indexOps: number;
+  /** Puts straight to the primer's store (primeRevisions). */
+  primerPuts: number;
   /** Puts the scratch cluster answered with a revision (warmup_member.ts). */
   memberPuts: number;
   /** Puts among them sent alone, each after the previous one was answered (MEMBER_SINGLE_PUTS). */
@@ -122,7 +128,7 @@ export interface WarmupResult {
   durationMs: number;
   /** True when the time budget stopped it before its rounds and calls were done. */
   budgetExceeded: boolean;
-  /** Why the scratch cluster did not run (e.g. its temp dir could not be made), if it did not. */
+  /** Why the scratch cluster (or the primer's store) did not run (e.g. its temp dir could not be made), if it did not. */
   memberSkipped?: string;
   counts: WarmupCounts;
 }
@@ -168,7 +174,7 @@ class Scratch {
   readonly value = Buffer.alloc(256, 0x61);
   private keyBuf = Buffer.alloc(8);
   walChain = 0;
-  counts: WarmupCounts = { protobuf: 0, grpcFrames: 0, hpackBlocks: 0, walRecords: 0, peerMessages: 0, raftRequests: 0, indexOps: 0, memberPuts: 0, memberSinglePuts: 0, memberTxns: 0, memberRanges: 0 };
+  counts: WarmupCounts = { protobuf: 0, grpcFrames: 0, hpackBlocks: 0, walRecords: 0, peerMessages: 0, raftRequests: 0, indexOps: 0, primerPuts: 0, memberPuts: 0, memberSinglePuts: 0, memberTxns: 0, memberRanges: 0 };
 
   key(i: number): Buffer {
     this.keyBuf = Buffer.alloc(8);
@@ -413,6 +419,8 @@ const MEMBER_CONCURRENCY = [128, 1, 32];
  * stands).
  */
 async function memberCalls(s: Scratch, puts: number, deadline: number): Promise<{ done: boolean; skipped?: string }> {
+  const prelude = await preludeCalls(s, deadline);
+  if (prelude !== "done") return prelude;
   let cluster: ScratchCluster;
   try {
     cluster = await ScratchCluster.open(deadline);
@@ -434,6 +442,86 @@ async function memberCalls(s: Scratch, puts: number, deadline: number): Promise<
     s.counts.memberPuts = cluster.counts.puts;
     s.counts.memberTxns = cluster.counts.txns;
     s.counts.memberRanges = cluster.counts.ranges;
+    await cluster.close();
+  }
+}
+
+/**
+ * The first main revision whose packed revisions (main * 2^SUB_BITS + sub) are past V8's small
+ * integers (31 bits and a sign): 2,048.
+ */
+export const FIRST_HEAP_NUMBER_REVISION = 2 ** (31 - SUB_BITS);
+/** Puts to the scratch store of primeRevisions: its revision ends past FIRST_HEAP_NUMBER_REVISION. */
+export const PRIMER_PUTS = FIRST_HEAP_NUMBER_REVISION + 64;
+
+/**
+ * Puts to an MVCC store of its own (a temp SQLite file, no raft) until its packed revisions no
+ * longer fit V8's small integers. Up to main revision 2,047 every packed revision is a small
+ * integer, so code compiled on a store below it (the scratch cluster's, a fresh member's) keeps
+ * revisions as such, and the member's 2,048th revision then changes the representation of every
+ * row, key index and cache field holding one: measured on a fresh leader, the revision crossing
+ * it deoptimized a put's whole mvcc path (the put, the row's backend and cache, the key index)
+ * inside its first 3,000 puts. Crossed here, before the scratch cluster runs, those fields hold
+ * heap numbers from the start and the code the member keeps is compiled for them. ~2,100 puts
+ * straight to a store take tens of milliseconds.
+ */
+function primeRevisions(s: Scratch): { skipped?: string } {
+  let dir: string;
+  try {
+    dir = mkdtempSync(join(tmpdir(), "etcetera-warmup-store-"));
+  } catch (err) {
+    return { skipped: `no primer store (${String(err)})` };
+  }
+  try {
+    const store = KvStore.open({ path: join(dir, "db.sqlite") });
+    try {
+      const key = Buffer.alloc(8);
+      key.writeUInt32BE(0x7072696d, 0); // "prim"
+      for (let i = 0; i < PRIMER_PUTS; i++) {
+        key.writeUInt32BE(i, 4);
+        store.put(s.codecs.putReq.decode(s.codecs.putReq.encode({ key, value: s.value })));
+      }
+      check(store.currentRevision() > FIRST_HEAP_NUMBER_REVISION, "the primer store's revisions");
+      s.counts.primerPuts = PRIMER_PUTS;
+    } finally {
+      store.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return {};
+}
+
+/** Puts to the prelude's scratch cluster: each branch of MEMBER_CONCURRENCY once, a few single calls. */
+const PRELUDE_PUTS = [64, 1, 16, 1, 1];
+
+/**
+ * A first scratch cluster, called briefly and closed before the one the warm-up's calls run on.
+ * Closing a cluster changes its objects in ways serving never does (fields set once at
+ * construction are set again, streams and sessions end), and V8 throws away every optimized
+ * function that assumed them unchanged: measured on a fresh leader, closing the warm-up's only
+ * cluster deoptimized the request path's hottest functions (the put handler, raft's propose and
+ * loop, the HTTP/2 header and frame handlers), which then compiled again during the member's first
+ * 3,000 puts at 1,000 clients (69 TurboFan compiles, 440 ms of compiler threads). Closed first,
+ * the prelude's cluster makes those changes before the code that the member keeps is compiled.
+ */
+async function preludeCalls(s: Scratch, deadline: number): Promise<"done" | { done: boolean; skipped?: string }> {
+  let cluster: ScratchCluster;
+  try {
+    cluster = await ScratchCluster.open(deadline);
+  } catch (err) {
+    if (err instanceof ScratchClusterTimeout) return { done: false };
+    return { done: false, skipped: `no scratch cluster (${String(err)})` };
+  }
+  try {
+    let done = 0;
+    for (const n of PRELUDE_PUTS) {
+      if (performance.now() >= deadline) return { done: false };
+      await cluster.puts(done, n, (i) => s.key(i), s.value);
+      done += n;
+    }
+    return "done";
+  } finally {
     await cluster.close();
   }
 }
@@ -479,9 +567,10 @@ export async function warmUp(options: WarmupOptions = {}): Promise<WarmupResult>
   // the rounds each turn waited for a slice of them.
   let memberSkipped: string | undefined;
   if (puts > 0 && !budgetExceeded) {
+    const primer = primeRevisions(s);
     const r = await memberCalls(s, puts, start + budgetMs);
     budgetExceeded = !r.done && r.skipped === undefined;
-    memberSkipped = r.skipped;
+    memberSkipped = r.skipped ?? primer.skipped;
   } else if (puts > 0) {
     budgetExceeded = true;
   }

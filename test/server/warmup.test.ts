@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { loadMemberCodecs } from "../../src/pb/protos.js";
 import { decodeRaftRequest, encodeRaftRequest } from "../../src/server/raft_request.js";
-import { MEMBER_SINGLE_PUTS, type WarmupCounts, warmUp, warmupEnabled } from "../../src/server/warmup.js";
+import { FIRST_HEAP_NUMBER_REVISION, MEMBER_SINGLE_PUTS, PRIMER_PUTS, type WarmupCounts, warmUp, warmupEnabled } from "../../src/server/warmup.js";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,7 +14,7 @@ import { join } from "node:path";
  * answered a revision past the first; every eighth is a txn whose compare held, and every fourth
  * is followed by a range of its key (a linearizable one must find it).
  */
-function expectCounts(counts: WarmupCounts, rounds: number, puts: number): void {
+function expectCounts(counts: WarmupCounts, rounds: number, puts: number, primed = puts > 0): void {
   const batches = Math.ceil(rounds / 8);
   expect({ ...counts, walRecords: 0, peerMessages: 0 }).toEqual({
     protobuf: 10 * rounds,
@@ -24,6 +24,8 @@ function expectCounts(counts: WarmupCounts, rounds: number, puts: number): void 
     peerMessages: 0,
     raftRequests: rounds,
     indexOps: 3 * rounds,
+    // The primer's store, straight puts until its packed revisions leave V8's small integers.
+    primerPuts: primed ? PRIMER_PUTS : 0,
     memberPuts: puts,
     // The last fifth of them one at a time (one client's path), never more than MEMBER_SINGLE_PUTS.
     memberSinglePuts: Math.min(MEMBER_SINGLE_PUTS, Math.floor(puts / 5)),
@@ -55,6 +57,12 @@ describe("warm-up", () => {
     expect(r.memberSkipped).toBeUndefined();
     expect(r.rounds).toBe(100);
     expectCounts(r.counts, 100, 50);
+  });
+
+  it("primes past the first revision whose packed revisions are heap numbers", () => {
+    // 2,048 * 2^20 = 2^31: the first packed revision past a 32-bit small integer.
+    expect(FIRST_HEAP_NUMBER_REVISION * 2 ** 20).toBe(2 ** 31);
+    expect(PRIMER_PUTS).toBeGreaterThan(FIRST_HEAP_NUMBER_REVISION);
   });
 
   it("commits a last partial batch too", async () => {
@@ -120,7 +128,7 @@ describe("warm-up", () => {
     const r = await withTmpdir("/nonexistent-etcetera-warmup-test/tmp", () => warmUp({ rounds: 40, budgetMs: 60_000, memberPuts: 4 }));
     expect(r.memberSkipped).toMatch(/^no scratch cluster \(Error: ENOENT/);
     expect(r.budgetExceeded).toBe(false);
-    expectCounts(r.counts, 40, 0);
+    expectCounts(r.counts, 40, 0, false);
   });
 
   it("is on unless ETCETERA_WARMUP=0; another value is an error naming the variable", () => {
