@@ -69,16 +69,19 @@ const MOD_REVISION_ABOVE_ALL = 2 ** 40;
 const SESSIONS_PER_MEMBER = 8;
 
 /** grpc-go's unary call (etcd 3.4's clientv3, etcdctl, etcd's benchmark tool); with a deadline for etcdctl's --command-timeout. */
-const GRPC_GO_USER_AGENT = "grpc-go/1.26.0";
+const GRPC_GO_USER_AGENT = "grpc-go/1.33.3";
+/** clientv3's metadata on every call (etcd 3.4's etcdctl and benchmark tool, as read off the wire). */
+const CLIENT_API_VERSION = "3.4";
 /**
- * The header orders the scratch calls take in turn: node's own client's, grpc-go's without and
- * with a deadline (its order: pseudo-headers, content-type, user-agent, te, grpc-timeout), and
+ * The header orders the scratch calls take in turn: node's own client's, clientv3's over grpc-go
+ * without and with a deadline (as etcd 3.4's benchmark tool and etcdctl send them: pseudo-headers,
+ * content-type, user-agent, te, grpc-timeout, then clientv3's client-api-version), and
  * grpc-js's (the etcd3 npm client: its metadata first, then user-agent, content-type, te).
  */
 const HEADER_ORDERS: ReadonlyArray<(path: string, authority: string) => http2.OutgoingHttpHeaders> = [
   (path) => ({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers" }),
-  (path, authority) => ({ ":method": "POST", ":scheme": "http", ":path": path, ":authority": authority, "content-type": "application/grpc", "user-agent": GRPC_GO_USER_AGENT, te: "trailers" }),
-  (path, authority) => ({ ":method": "POST", ":scheme": "http", ":path": path, ":authority": authority, "content-type": "application/grpc", "user-agent": GRPC_GO_USER_AGENT, te: "trailers", "grpc-timeout": "4999907u" }),
+  (path, authority) => ({ ":method": "POST", ":scheme": "http", ":path": path, ":authority": authority, "content-type": "application/grpc", "user-agent": GRPC_GO_USER_AGENT, te: "trailers", "client-api-version": CLIENT_API_VERSION }),
+  (path, authority) => ({ ":method": "POST", ":scheme": "http", ":path": path, ":authority": authority, "content-type": "application/grpc", "user-agent": GRPC_GO_USER_AGENT, te: "trailers", "grpc-timeout": "4999907u", "client-api-version": CLIENT_API_VERSION }),
   (path, authority) => ({ ":authority": authority, ":method": "POST", ":path": path, ":scheme": "http", "grpc-accept-encoding": "identity,deflate,gzip", "accept-encoding": "identity", "user-agent": "grpc-node-js/1.9.15", "content-type": "application/grpc", te: "trailers" }),
 ];
 /** Every PING_EVERY-th call pings its session first. */
