@@ -421,13 +421,8 @@ const MEMBER_CONCURRENCY = [128, 1, 32];
 async function memberCalls(s: Scratch, puts: number, deadline: number): Promise<{ done: boolean; skipped?: string }> {
   const prelude = await preludeCalls(s, deadline);
   if (prelude !== "done") return prelude;
-  let cluster: ScratchCluster;
-  try {
-    cluster = await ScratchCluster.open(deadline);
-  } catch (err) {
-    if (err instanceof ScratchClusterTimeout) return { done: false };
-    return { done: false, skipped: `no scratch cluster (${String(err)})` };
-  }
+  const cluster = await openScratch(deadline);
+  if (!(cluster instanceof ScratchCluster)) return cluster;
   try {
     let done = 0;
     const batched = puts - Math.min(MEMBER_SINGLE_PUTS, Math.floor(puts / 5));
@@ -492,6 +487,16 @@ function primeRevisions(s: Scratch): { skipped?: string } {
   return {};
 }
 
+/** Opens a scratch cluster, or says why not: not serving by the deadline is the budget's, anything else a skip reason. */
+async function openScratch(deadline: number): Promise<ScratchCluster | { done: false; skipped?: string }> {
+  try {
+    return await ScratchCluster.open(deadline);
+  } catch (err) {
+    if (err instanceof ScratchClusterTimeout) return { done: false };
+    return { done: false, skipped: `no scratch cluster (${String(err)})` };
+  }
+}
+
 /** Puts to the prelude's scratch cluster: each branch of MEMBER_CONCURRENCY once, a few single calls. */
 const PRELUDE_PUTS = [64, 1, 16, 1, 1];
 
@@ -506,13 +511,8 @@ const PRELUDE_PUTS = [64, 1, 16, 1, 1];
  * the prelude's cluster makes those changes before the code that the member keeps is compiled.
  */
 async function preludeCalls(s: Scratch, deadline: number): Promise<"done" | { done: boolean; skipped?: string }> {
-  let cluster: ScratchCluster;
-  try {
-    cluster = await ScratchCluster.open(deadline);
-  } catch (err) {
-    if (err instanceof ScratchClusterTimeout) return { done: false };
-    return { done: false, skipped: `no scratch cluster (${String(err)})` };
-  }
+  const cluster = await openScratch(deadline);
+  if (!(cluster instanceof ScratchCluster)) return cluster;
   try {
     let done = 0;
     for (const n of PRELUDE_PUTS) {
