@@ -82,9 +82,9 @@ const HEADER_ORDERS: ReadonlyArray<(path: string, authority: string) => http2.Ou
   (path) => ({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers" }),
   (path, authority) => ({ ":method": "POST", ":scheme": "http", ":path": path, ":authority": authority, "content-type": "application/grpc", "user-agent": GRPC_GO_USER_AGENT, te: "trailers", "client-api-version": CLIENT_API_VERSION }),
   (path, authority) => ({ ":method": "POST", ":scheme": "http", ":path": path, ":authority": authority, "content-type": "application/grpc", "user-agent": GRPC_GO_USER_AGENT, te: "trailers", "grpc-timeout": "4999907u", "client-api-version": CLIENT_API_VERSION }),
-  (path, authority) => ({ ":authority": authority, ":method": "POST", ":path": path, ":scheme": "http", "grpc-accept-encoding": "identity,deflate,gzip", "accept-encoding": "identity", "user-agent": "grpc-node-js/1.9.15", "content-type": "application/grpc", te: "trailers" }),
+  (path, authority) => ({ ":authority": authority, ":method": "POST", ":path": path, ":scheme": "http", "grpc-accept-encoding": "identity,deflate,gzip", "accept-encoding": "identity", "user-agent": "grpc-node-js/1.14.7", "content-type": "application/grpc", te: "trailers" }),
 ];
-/** Every PING_EVERY-th call pings its session first. */
+/** Every PING_EVERY-th call pings its session once its response is read (at most one PING outstanding per session). */
 const PING_EVERY = 4;
 
 /** Free ports on 127.0.0.1 for the peer URLs, which every member must know before any starts. */
