@@ -115,7 +115,16 @@ export interface ServerConfig {
   /** The flags the config file stood for when it was read (null without a file): what a front end forked later starts from. */
   readonly fileArgv: readonly string[] | null;
 
+  /**
+   * The level the logger runs at: --log-level, or debug when the deprecated --debug is set with
+   * --logger=capnslog (etcd 3.4 sets capnslog's global level from --debug, and zap's from
+   * --log-level alone).
+   */
   readonly logLevel: LogLevel;
+  /** --debug (deprecated in etcd 3.4): see logLevel. */
+  readonly debug: boolean;
+  /** etcd's stderr lines about deprecated logging flags (--debug, --logger=capnslog), printed before the first log line. */
+  readonly loggingNotices: readonly string[];
   /** "zap" (JSON lines, etcd 3.5's default and etcetera's) or "capnslog" (etcd 3.4's text lines). */
   readonly logger: "zap" | "capnslog";
   /** --log-outputs: "default", "stdout", "stderr" or file paths. */
@@ -205,6 +214,7 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   { group: LOGGING, name: "logger", kind: "string", defaultValue: "zap", usage: "Specify 'zap' for structured logging or 'capnslog'. [WARN] 'capnslog' will be deprecated in v3.5." },
   { group: LOGGING, name: "log-outputs", kind: "string", defaultValue: "default", usage: "Specify 'stdout' or 'stderr' to skip journald logging even when running under systemd, or list of comma separated output targets." },
   { group: LOGGING, name: "log-level", kind: "string", defaultValue: "info", usage: "Configures log level. Only supports debug, info, warn, error, panic, or fatal." },
+  { group: LOGGING, name: "debug", kind: "bool", defaultValue: "false", usage: "Enable debug-level logging for etcd. [WARN] Will be deprecated in v3.5. Use '--log-level=debug' instead." },
 
   { group: EXPERIMENTAL, name: "experimental-compaction-batch-limit", kind: "uint", defaultValue: "1000", usage: "Sets the maximum revisions deleted in each compaction batch." },
   { group: EXPERIMENTAL, name: "experimental-front-ends", kind: "uint", defaultValue: "0", max: FRONT_ENDS_MAX, usage: "etcetera: number of front-end processes serving the client port (0: the member's one process serves it)." },
@@ -351,6 +361,7 @@ function buildConfig(
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
     throw verifyError(`unknown log level "${logLevel}" (only supports debug, info, warn, error, panic, or fatal)`);
   }
+  const debug = parseGoBool(raw("debug"));
   if (parseGoBool(raw("enable-v2"))) throw verifyError("--enable-v2 is not supported: etcetera serves only the v3 API");
 
   const quotaFlag = parseGoInt(raw("quota-backend-bytes"));
@@ -405,7 +416,9 @@ function buildConfig(
     enableGrpcGateway: parseGoBool(raw("enable-grpc-gateway")),
     configFile: null,
     fileArgv: null,
-    logLevel: logLevel as LogLevel,
+    logLevel: debug && logger === "capnslog" ? "debug" : (logLevel as LogLevel),
+    debug,
+    loggingNotices: loggingNotices(debug, logLevel, logger),
     logger,
     logOutputs: raw("log-outputs").split(","),
     preVote: parseGoBool(raw("pre-vote")),
@@ -616,4 +629,18 @@ export function resolveCommandLine(argv: readonly string[], env: NodeJS.ProcessE
     return { exitCode: 0 };
   }
   return config;
+}
+
+/**
+ * What etcd 3.4 prints to stderr about its deprecated logging flags before its first log line
+ * (embed's setupLogging), in its order and words.
+ */
+function loggingNotices(debug: boolean, logLevelFlag: string, logger: "zap" | "capnslog"): string[] {
+  const notices: string[] = [];
+  if (debug) notices.push("[WARNING] Deprecated '--debug' flag is set to true (use '--log-level=debug' instead");
+  if (debug && logLevelFlag !== "debug") {
+    notices.push(`[WARNING] Deprecated '--debug' flag is set to true with inconsistent '--log-level=${logLevelFlag}' flag`);
+  }
+  if (logger === "capnslog") notices.push("[WARNING] Deprecated '--logger=capnslog' flag is set; use '--logger=zap' flag instead");
+  return notices;
 }

@@ -43,7 +43,6 @@ const UNSUPPORTED_AT_REST: Readonly<Record<string, readonly unknown[]>> = {
   "proxy-dial-timeout": [1000],
   "proxy-write-timeout": [5000],
   "proxy-read-timeout": [0],
-  debug: [false],
   "log-package-levels": [""],
   "experimental-backend-bbolt-freelist-type": ["array", ""],
   "experimental-enable-v2v3": [""],

@@ -16,7 +16,7 @@
 import { loadMemberCodecs } from "../pb/protos.js";
 import type { InternalRaftRequest, ResponseHeaderInit, TxnRequestInit } from "../pb/member-types.js";
 import type { ApplyOutcome } from "./apply.js";
-import { formatGoDuration } from "./compactor/clock.js";
+import { formatGoDuration } from "../go_duration.js";
 import type { Logger } from "./logger.js";
 import { decodeRaftRequest } from "./raft_request.js";
 import { compactText, loggableTxn, raftRequestText } from "./request_text.js";

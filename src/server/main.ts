@@ -39,8 +39,8 @@ export async function main(argv: string[]): Promise<void> {
   if ("exitCode" in resolved) process.exit(resolved.exitCode);
   const config: ServerConfig = resolved;
   const logger = createLogger({ level: config.logLevel, outputs: config.logOutputs, format: config.logger });
-  // etcd 3.4 prints this to stderr before its first capnslog line.
-  if (config.logger === "capnslog") process.stderr.write("[WARNING] Deprecated '--logger=capnslog' flag is set; use '--logger=zap' flag instead\n");
+  // etcd 3.4 prints these to stderr before its first log line.
+  for (const notice of config.loggingNotices) process.stderr.write(`${notice}\n`);
   // A bug escaping to the event loop still kills the member as Node would (exit 1), but
   // its stack also lands in --log-outputs: Node's own report goes to stderr only.
   process.on("uncaughtException", (err, origin) => {

@@ -5,6 +5,7 @@
  * memory (WalStorage); older ones are read back from the WAL when a slow follower needs them, so
  * memory does not grow with --snapshot-count.
  */
+import { formatGoDuration } from "../go_duration.js";
 import type { NodeId } from "../raft/types.js";
 import { mkdirSync } from "node:fs";
 import type { Registry } from "prom-client";
@@ -51,7 +52,15 @@ export class RaftStorage {
       walDir: opts.walDir,
       snapDir: opts.snapDir,
       metadata: { memberId: opts.memberId, clusterId: opts.clusterId },
-      wal: { logger: opts.logger, registry: opts.registry, maxWals: opts.maxWals, unsafeNoSync: opts.unsafeNoSync, segmentSizeBytes: opts.segmentSizeBytes },
+      wal: {
+        logger: opts.logger,
+        registry: opts.registry,
+        maxWals: opts.maxWals,
+        unsafeNoSync: opts.unsafeNoSync,
+        segmentSizeBytes: opts.segmentSizeBytes,
+        // etcd logs the WAL's durations as zap.Duration: Go's text ("1.234567s", "1s").
+        durationText: formatGoDuration,
+      },
       logger: opts.logger,
     });
     if (opened.metadata.memberId !== opts.memberId) {

@@ -63,6 +63,11 @@ export interface WalOptions {
   /** An fdatasync slower than this logs "slow fdatasync". Default 1000 ms (etcd's warnSyncDuration). */
   warnSyncDurationMs?: number;
   /**
+   * The text of a duration in the WAL's log fields; the member passes Go's (etcd logs them as
+   * zap.Duration: "1.234567s", "1s"). Default: milliseconds with three decimals.
+   */
+  durationText?: (ms: number) => string;
+  /**
    * TEST-ONLY (the power-loss suite's mutation test, ETCETERA_TEST_BUG=wal-no-sync): entries that
    * must be durable are written without O_DSYNC, so an acknowledged write lives only in the page
    * cache. Never set for a real member.
@@ -146,6 +151,7 @@ export class WAL {
   private readonly batchBytesMax: number;
   private readonly pendingBytesMax: number;
   private readonly warnSyncDurationMs: number;
+  private readonly durationText: (ms: number) => string;
   private readonly unsafeNoSync: boolean;
   private readonly pipeline: SegmentPipeline;
 
@@ -207,6 +213,7 @@ export class WAL {
     this.batchBytesMax = opts.batchBytesMax ?? 16 * 1024 * 1024;
     this.pendingBytesMax = opts.pendingBytesMax ?? 256 * 1024 * 1024;
     this.warnSyncDurationMs = opts.warnSyncDurationMs ?? WARN_SYNC_DURATION_MS;
+    this.durationText = opts.durationText ?? ((ms) => `${ms.toFixed(3)}ms`);
     this.unsafeNoSync = opts.unsafeNoSync === true;
     assert(Number.isInteger(this.maxWals) && this.maxWals >= 0, "maxWals must be a non-negative integer");
     this.acceptedLastIndex = this.writtenLastIndex = replay.lastIndex;
@@ -647,7 +654,8 @@ export class WAL {
     this.stats.syncs++;
     this.fsyncHistogram?.observe(tookMs / 1000);
     if (tookMs > this.warnSyncDurationMs) {
-      this.logger.warn({ took: `${tookMs.toFixed(3)}ms`, "expected-duration": `${this.warnSyncDurationMs}ms` }, "slow fdatasync");
+      const text = this.durationText;
+      this.logger.warn({ took: text(tookMs), "expected-duration": text(this.warnSyncDurationMs) }, "slow fdatasync");
     }
   }
 

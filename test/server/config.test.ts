@@ -105,6 +105,11 @@ describe("every flag", () => {
     [["--log-level", "debug"], (c) => c.logLevel, "debug"],
     [["--log-level", "panic"], (c) => c.logLevel, "panic"],
     [["--logger", "capnslog"], (c) => c.logger, "capnslog"],
+    // etcd 3.4's deprecated --debug raises capnslog's level; zap's stays at --log-level.
+    [["--debug"], (c) => [c.debug, c.logLevel], [true, "info"]],
+    [["--debug", "--logger=capnslog"], (c) => [c.debug, c.logLevel], [true, "debug"]],
+    [["--debug=false", "--logger=capnslog"], (c) => [c.debug, c.logLevel], [false, "info"]],
+    [["--debug", "--log-level=warn"], (c) => c.logLevel, "warn"],
     [["--log-outputs", "stderr"], (c) => c.logOutputs, ["stderr"]],
     [["--max-snapshots", "0"], (c) => c.maxSnapshots, 0],
     [["--max-wals", "10"], (c) => c.maxWals, 10],
@@ -178,6 +183,24 @@ describe("every flag", () => {
     expect(c.initialCluster).toEqual([
       { name: "a", peerUrls: ["http://h1:2380", "http://h2:2380"] },
       { name: "b", peerUrls: ["http://h3:2380"] },
+    ]);
+  });
+});
+
+describe("etcd's stderr notices about deprecated logging flags", () => {
+  it("--debug, an inconsistent --log-level and --logger=capnslog, in etcd 3.4's order and words", () => {
+    expect(parse([]).loggingNotices).toEqual([]);
+    expect(parse(["--debug", "--logger=capnslog"]).loggingNotices).toEqual([
+      "[WARNING] Deprecated '--debug' flag is set to true (use '--log-level=debug' instead",
+      "[WARNING] Deprecated '--debug' flag is set to true with inconsistent '--log-level=info' flag",
+      "[WARNING] Deprecated '--logger=capnslog' flag is set; use '--logger=zap' flag instead",
+    ]);
+    expect(parse(["--debug", "--log-level=debug"]).loggingNotices).toEqual([
+      "[WARNING] Deprecated '--debug' flag is set to true (use '--log-level=debug' instead",
+    ]);
+    expect(parse([], { ETCD_DEBUG: "true", ETCD_LOG_LEVEL: "warn" }).loggingNotices).toEqual([
+      "[WARNING] Deprecated '--debug' flag is set to true (use '--log-level=debug' instead",
+      "[WARNING] Deprecated '--debug' flag is set to true with inconsistent '--log-level=warn' flag",
     ]);
   });
 });

@@ -100,7 +100,15 @@ describe("--config-file", () => {
     expect(c.configFile).toMatch(/c\d+\.yml$/);
     // etcd's file mode serves no JSON gateway unless the file asks for it.
     expect(c.enableGrpcGateway).toBe(false);
-    for (const key of ["discovery-fallback", "proxy", "proxy-failure-wait", "debug"]) expect(c.warnings.join("\n")).toContain(`"${key}" is at its default`);
+    for (const key of ["discovery-fallback", "proxy", "proxy-failure-wait"]) expect(c.warnings.join("\n")).toContain(`"${key}" is at its default`);
+    // debug is a setting of etcetera's too (etcd 3.4's deprecated --debug).
+    expect(c.debug).toBe(false);
+    expect(c.warnings.join("\n")).not.toContain('"debug"');
+  });
+
+  it("debug: true is etcd 3.4's deprecated --debug", () => {
+    const c = fromFile("logger: capnslog\ndebug: true\n");
+    expect([c.debug, c.logLevel]).toEqual([true, "debug"]);
   });
 
   it("types values as etcd's config struct does: durations in nanoseconds, lists for log-outputs", () => {

@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import { formatGoDuration } from "../../src/go_duration.js";
 import path from "node:path";
 import { Registry } from "prom-client";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -220,12 +221,13 @@ describe("WAL", () => {
     const warnings: { obj: Record<string, unknown>; msg: string }[] = [];
     const logger = { info: () => {}, error: () => {}, warn: (obj: Record<string, unknown>, msg: string) => warnings.push({ obj, msg }) };
     // A threshold of -1 ms makes every sync "slow", without faking the clock or the disk.
-    const wal = await WAL.create(dir, META, { ...MIB, logger, warnSyncDurationMs: -1 });
+    const wal = await WAL.create(dir, META, { ...MIB, logger, warnSyncDurationMs: -1, durationText: formatGoDuration });
     await wal.save(undefined, makeEntries(1, 1, 1));
     await wal.close();
     const w = warnings.find((x) => x.msg === "slow fdatasync");
     expect(w?.obj).toMatchObject({ "expected-duration": "-1ms" });
-    expect(String(w?.obj.took)).toMatch(/^\d+\.\d{3}ms$/);
+    // Go's duration text, as etcd's zap.Duration writes it: "857.2µs", "1.234567ms", "1.5s".
+    expect(String(w?.obj.took)).toMatch(/^\d+(\.\d{1,9})?(µs|ms|s)$/);
   });
 
   it("removes leftover temp files of an interrupted segment preparation", async () => {

@@ -6,7 +6,8 @@
  */
 import type { Logger } from "../logger.js";
 import type { Compactable } from "./compactable.js";
-import { formatGoDuration, type CompactorClock } from "./clock.js";
+import { formatGoDuration } from "../../go_duration.js";
+import { type CompactorClock } from "./clock.js";
 import { CompactorLoop } from "./loop.js";
 
 /** etcd's revInterval. */

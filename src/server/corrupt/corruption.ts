@@ -16,7 +16,7 @@ import type { NodeId } from "../../raft/types.js";
 import { AlarmAction, AlarmType } from "../alarms.js";
 import type { Logger } from "../logger.js";
 import { formatId } from "../member.js";
-import { formatGoDuration } from "../compactor/clock.js";
+import { formatGoDuration } from "../../go_duration.js";
 import { getPeerHashKVs, type PeerEndpoints, type PeerHashKv } from "./peer_hashkv.js";
 
 const FUTURE_REV = "etcdserver: mvcc: required revision is a future revision";

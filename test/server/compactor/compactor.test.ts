@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { ErrCompacted } from "../../../src/mvcc/errors.js";
-import { formatGoDuration } from "../../../src/server/compactor/clock.js";
+import { formatGoDuration } from "../../../src/go_duration.js";
 import { newCompactor } from "../../../src/server/compactor/index.js";
 import { PeriodicCompactor } from "../../../src/server/compactor/periodic.js";
 import { RevisionCompactor } from "../../../src/server/compactor/revision.js";
