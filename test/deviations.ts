@@ -172,7 +172,7 @@ export const BEHAVIOUR_DEVIATIONS: Readonly<Record<string, BehaviourDeviation>> 
   "pprof-node-profiles": {
     where: "test/e2e/pprof.test.ts",
     etcd: "--enable-pprof serves Go's net/http/pprof: gzipped protobuf profiles (profile, heap, goroutine, block, mutex, ...)",
-    ours: "the same paths serve Node's: /debug/pprof/profile a V8 .cpuprofile (JSON), /debug/pprof/heap a .heapsnapshot; the Go-only profiles answer 501 saying so",
+    ours: "the same paths serve Node's: /debug/pprof/profile a V8 .cpuprofile (JSON), /debug/pprof/heap a .heapsnapshot, /debug/pprof/allocs?seconds=N a V8 sampling .heapprofile of the next N seconds' allocations (Go's: since the process started); the Go-only profiles answer 501 saying so",
     why: "a Go profile means nothing for a Node process; what a Node profiler (DevTools, speedscope) reads is served at the paths operators already script against",
   },
   "metrics-families-left-out": {

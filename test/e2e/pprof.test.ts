@@ -6,7 +6,7 @@
  * (deviation: pprof-node-profiles)
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Cluster, TARGET_ETCD } from "./harness.js";
+import { Cluster, etcdctl, TARGET_ETCD } from "./harness.js";
 
 let profiled: Cluster;
 let plain: Cluster;
@@ -52,6 +52,32 @@ describe("profiling and /debug/vars", () => {
       const bad = await fetch(`${url}/debug/pprof/profile?seconds=abc`);
       expect(bad.status).toBe(400);
     }
+  }, 60_000);
+
+  it("serves the allocations of the seconds asked for at /debug/pprof/allocs", async () => {
+    const m = profiled.members[0]!;
+    const pending = fetch(`${m.clientUrl}/debug/pprof/allocs?seconds=2`);
+    // Work to sample while the profile runs: each put allocates and drops its request, entry and response.
+    for (let i = 0; i < 20; i++) {
+      const r = await etcdctl(m.endpoint, ["put", `alloc-${i}`, "x".repeat(1000)]);
+      expect(r.code, r.stderr).toBe(0);
+    }
+    const res = await pending;
+    expect(res.status).toBe(200);
+    const body = Buffer.from(await res.arrayBuffer());
+    if (TARGET_ETCD) {
+      expect(body.subarray(0, 2)).toEqual(Buffer.from([0x1f, 0x8b]));
+      return;
+    }
+    expect(res.headers.get("content-disposition")).toContain(".heapprofile");
+    interface Node { callFrame: { url: string }; selfSize: number; children: Node[] }
+    const profile = JSON.parse(body.toString()) as { head: Node; samples: unknown[] };
+    const bytes = (n: Node, pred: (n: Node) => boolean): number => (pred(n) ? n.selfSize : 0) + n.children.reduce((a, c) => a + bytes(c, pred), 0);
+    // The server's own code allocated while serving the puts, though nothing of it need be alive now.
+    expect(profile.samples.length).toBeGreaterThan(0);
+    expect(bytes(profile.head, (n) => n.callFrame.url.includes("/dist/"))).toBeGreaterThan(0);
+    const bad = await fetch(`${m.clientUrl}/debug/pprof/allocs?seconds=0`);
+    expect(bad.status).toBe(400);
   }, 60_000);
 
   it("answers 404 under /debug/pprof/ without the flag", async () => {
