@@ -153,13 +153,24 @@ export class RaftLoop {
 
   /** Runs the loop at the next turn (once, however often asked within a turn). */
   schedule(): void {
-    if (this.readyScheduled || this.stopped) return;
+    if (this.stopped) return;
+    // A run waiting on its Ready's write takes the new work when that is done (its `again`): a
+    // turn of its own would only find it running and set the same flag. Under load a Ready's
+    // write spans ~250 puts arriving over as many event-loop turns, and each turn's scheduling
+    // was an Immediate and a closure (issue 18: ~1.5 per put, 190 B of the leader's 7.6 KB).
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    if (this.readyScheduled) return;
     this.readyScheduled = true;
-    setImmediate(() => {
-      this.readyScheduled = false;
-      void this.run();
-    });
+    setImmediate(this.runScheduled);
   }
+
+  private readonly runScheduled = (): void => {
+    this.readyScheduled = false;
+    void this.run();
+  };
 
   /** Stops after the turn in progress and the snapshot being saved (resolves when both are over). */
   async stop(): Promise<void> {
