@@ -34,6 +34,8 @@ interface RoundResult {
   followerMainUs: number;
   /** Puts/s of the measured run, as the benchmark tool reports it: with --warmup=0, the cold speed. */
   rps: number;
+  /** The measured run's 99th percentile latency, ms, as the benchmark tool reports it. */
+  p99Ms: number;
   /** The leader's peak RSS (VmHWM), MB: what a GC knob trades CPU against. */
   leaderPeakRssMb: number;
   /** The leader's front-end processes (--experimental-front-ends), all threads, summed; 0 without. */
@@ -91,7 +93,7 @@ async function round(serverJs: string, nodeArgs: string[], env: Record<string, s
       frontEndsUs += cpuBetween(b, a, r.count + r.errorCount).usPerRequest;
     }
     const mainUs = lead.threads.find((t) => t.main)?.usPerRequest ?? 0;
-    return { processUs: lead.usPerRequest, mainUs, helperUs: lead.usPerRequest - mainUs, followerMainUs: Math.max(...followers), rps: r.rps, leaderPeakRssMb: (peakRss[leader] ?? 0) / 1048576, frontEndsUs, frontEndsPeakRssMb };
+    return { processUs: lead.usPerRequest, mainUs, helperUs: lead.usPerRequest - mainUs, followerMainUs: Math.max(...followers), rps: r.rps, p99Ms: r.p99Ms, leaderPeakRssMb: (peakRss[leader] ?? 0) / 1048576, frontEndsUs, frontEndsPeakRssMb };
   } finally {
     await cluster.destroy();
   }
@@ -108,7 +110,7 @@ function describe(label: string, rs: RoundResult[]): string {
     const xs = rs.map(pick);
     return `${median(xs).toFixed(1)} (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)})`;
   };
-  return `${label}: leader process ${f((r) => r.processUs)} µs/put, main thread ${f((r) => r.mainUs)}, other threads ${f((r) => r.helperUs)}, front ends ${f((r) => r.frontEndsUs)}, busier follower main ${f((r) => r.followerMainUs)}, leader peak RSS ${f((r) => r.leaderPeakRssMb)} MB, its front ends' ${f((r) => r.frontEndsPeakRssMb)} MB, ${f((r) => r.rps)} puts/s; rounds: ${rs.map((r) => `${r.processUs.toFixed(0)}/${r.mainUs.toFixed(0)}`).join(" ")}`;
+  return `${label}: leader process ${f((r) => r.processUs)} µs/put, main thread ${f((r) => r.mainUs)}, other threads ${f((r) => r.helperUs)}, front ends ${f((r) => r.frontEndsUs)}, busier follower main ${f((r) => r.followerMainUs)}, leader peak RSS ${f((r) => r.leaderPeakRssMb)} MB, its front ends' ${f((r) => r.frontEndsPeakRssMb)} MB, ${f((r) => r.rps)} puts/s, p99 ${f((r) => r.p99Ms)} ms; rounds: ${rs.map((r) => `${r.processUs.toFixed(0)}/${r.mainUs.toFixed(0)}`).join(" ")}`;
 }
 
 async function main(): Promise<void> {
@@ -140,7 +142,7 @@ async function main(): Promise<void> {
         if (r === undefined && attempt >= 3) throw new Error("the leader changed in three attempts: the machine is too busy to measure");
       }
       results[k].push(r);
-      process.stdout.write(`round ${i + 1} ${k}: leader ${r.processUs.toFixed(1)} µs/put (main ${r.mainUs.toFixed(1)}, other threads ${r.helperUs.toFixed(1)}, front ends ${r.frontEndsUs.toFixed(1)}), ${r.rps.toFixed(0)} puts/s, follower main ${r.followerMainUs.toFixed(1)}, leader peak RSS ${r.leaderPeakRssMb.toFixed(0)} MB (front ends ${r.frontEndsPeakRssMb.toFixed(0)})\n`);
+      process.stdout.write(`round ${i + 1} ${k}: leader ${r.processUs.toFixed(1)} µs/put (main ${r.mainUs.toFixed(1)}, other threads ${r.helperUs.toFixed(1)}, front ends ${r.frontEndsUs.toFixed(1)}), ${r.rps.toFixed(0)} puts/s (p99 ${r.p99Ms.toFixed(2)} ms), follower main ${r.followerMainUs.toFixed(1)}, leader peak RSS ${r.leaderPeakRssMb.toFixed(0)} MB (front ends ${r.frontEndsPeakRssMb.toFixed(0)})\n`);
     }
   }
   process.stdout.write(`${describe(`A ${a}`, results.a)}\n${describe(`B ${b}`, results.b)}\n${withC ? `${describe(`C ${c}`, results.c)}\n` : ""}`);

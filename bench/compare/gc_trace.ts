@@ -8,6 +8,7 @@
  *
  *   npx tsx bench/compare/gc_trace.ts [--a-node-args=F1,F2] [--a-env=K=V,...] [--b-node-args=...]
  *        [--b-env=...] [--c-node-args=...] [--c-env=...] [--rounds=2] [--total=50000] [--warmup=20000]
+ *        [--conns=100] [--clients=1000]
  *
  * e.g. --b-node-args=--max-semi-space-size=64 --c-env=ETCETERA_HEAP_GROWING_PERCENT=100. Only
  * what node's command line or the environment can set is a variant: one build, dist/server.js.
@@ -50,8 +51,8 @@ export function sumGcTrace(text: string): Omit<GcRound, "rps" | "avgMs" | "p99Ms
   return r;
 }
 
-async function round(nodeArgs: string[], env: Record<string, string>, total: number, warmup: number): Promise<GcRound> {
-  const load = putLoad({ total, conns: "100", clients: "1000", toLeader: true });
+async function round(nodeArgs: string[], env: Record<string, string>, total: number, warmup: number, conns: string, clients: string): Promise<GcRound> {
+  const load = putLoad({ total, conns, clients, toLeader: true });
   const cluster = await BenchCluster.create({ target: "etcetera", size: 3, nodeArgs: ["--trace-gc-nvp", ...nodeArgs], env });
   try {
     const leader = await startAndWarm(cluster, load, warmup);
@@ -69,7 +70,7 @@ function describe(r: GcRound): string {
   const kind = (k: GcKind) => `${k.count} (${k.pauseMs.toFixed(0)} ms, mean ${(k.pauseMs / Math.max(1, k.count)).toFixed(1)})`;
   return (
     `scavenges ${kind(r.scavenge)}, mark-compacts ${kind(r.markCompact)}, promoted ${(r.promotedBytes / 2 ** 20).toFixed(0)} MB, ` +
-    `GC ${((100 * gcMs) / (gcMs + r.mutatorMs)).toFixed(1)}% of the main thread's wall; ${r.rps.toFixed(0)} puts/s, avg ${r.avgMs.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(0)} ms`
+    `GC ${((100 * gcMs) / (gcMs + r.mutatorMs)).toFixed(1)}% of the main thread's wall; ${r.rps.toFixed(0)} puts/s, avg ${r.avgMs.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(r.p99Ms < 10 ? 2 : 0)} ms`
   );
 }
 
@@ -85,7 +86,7 @@ async function main(): Promise<void> {
   for (let i = 0; i < rounds; i++) {
     // A B C, then C B A: both ends of each round pair see the same minutes of a shared machine.
     for (const v of i % 2 === 0 ? names : [...names].reverse()) {
-      const r = await round(list(`${v}-node-args`), envOf(`${v}-env`), total, warmup);
+      const r = await round(list(`${v}-node-args`), envOf(`${v}-env`), total, warmup, opt("conns", "100"), opt("clients", "1000"));
       console.log(`round ${i + 1} ${v} [${opt(`${v}-node-args`, "")} ${opt(`${v}-env`, "")}]: ${describe(r)}`);
     }
   }
