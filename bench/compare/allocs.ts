@@ -44,7 +44,7 @@ const PROJECT = /\/(dist|node_modules)\/(.+)$/;
 
 function frameText(f: CallFrame): string {
   const m = PROJECT.exec(f.url);
-  const where = m === null ? f.url.replace(/^node:/, "node:") : m[2]!;
+  const where = m === null ? f.url : m[2]!;
   return `${f.functionName || "(anonymous)"} ${where}:${f.lineNumber + 1}`;
 }
 
@@ -67,7 +67,7 @@ export function allocationsBy(profile: HeapProfile): { self: Map<string, number>
     }
     for (const c of n.children) walk(c, here);
   };
-  // The project frame nearest the leaf is wanted: walk top-down, carrying the deepest one seen.
+  // Top-down, carrying the deepest project frame seen: the one nearest the allocation.
   walk(profile.head, undefined);
   return { self, project, total };
 }

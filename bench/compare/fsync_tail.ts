@@ -12,8 +12,9 @@
  *
  *   npx tsx bench/compare/fsync_tail.ts [--total=10000] [--warmup=3000] [--trace-seconds=8] [--targets=etcd,etcetera]
  *
- * Tracing slows the traced leader (its puts/s in the traced run are not the untraced figure);
- * the histograms and percentiles come from a second, untraced run on the same cluster.
+ * Tracing slows the traced leader (its puts/s in the traced run are not the untraced figure):
+ * the histograms and percentiles come from the first run, untraced; the trace from a second run
+ * on the same cluster.
  */
 import { spawnSync } from "node:child_process";
 import { BenchCluster, type Target } from "./cluster.js";

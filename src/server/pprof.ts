@@ -64,6 +64,9 @@ function attachment(body: string, filename: string): HttpResponse {
 }
 
 export class Pprof {
+  /** The kinds of profile being taken: one of each at a time. */
+  private readonly running = new Set<"cpu" | "allocs">();
+
   /** Answers a /debug/pprof/ path (the caller checked the prefix). */
   async serve(url: string, signal: AbortSignal): Promise<HttpResponse> {
     const u = new URL(url, "http://pprof");
@@ -84,9 +87,6 @@ export class Pprof {
         return goHttpError(404, "Unknown profile");
     }
   }
-
-  /** The kinds of profile being taken: one of each at a time. */
-  private readonly running = new Set<"cpu" | "allocs">();
 
   private cpuProfile(secondsParam: string | null, signal: AbortSignal): Promise<HttpResponse> {
     return this.forSeconds(secondsParam, signal, "cpu", async (session, elapsed) => {
