@@ -195,7 +195,8 @@ export class AuthorityRewriter {
 
   private translate(block: OpenBlock): Buffer {
     const encoded = block.fragments.length === 1 ? block.fragments[0]! : Buffer.concat(block.fragments, block.bytes);
-    const fields = this.decoder.decode(encoded);
+    // A copy: the decoder hands back a repeated block's list itself, shared with the next repeat.
+    const fields = this.decoder.decode(encoded).slice();
     for (let i = 0; i < fields.length; i++) {
       const field = fields[i]!;
       if ((field.name === ":authority" || field.name === "host") && !isValidAuthority(field.value)) {

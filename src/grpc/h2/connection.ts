@@ -13,9 +13,9 @@
 
 import type { IncomingHttpHeaders } from "node:http2";
 import type { Socket } from "node:net";
-import { HpackDecoder, HpackError } from "./hpack.js";
+import { type HeaderField, HpackDecoder, HpackError } from "./hpack.js";
 import { CLIENT_PREFACE, FRAME_HEADER_BYTES, Flag, FrameType, Http2ProtocolError, MAX_FRAME_SIZE, SettingsId, headersFragment } from "./http2-frame.js";
-import { MalformedRequest, requestHeaders, responseBlock } from "./header_block.js";
+import { MalformedRequest, copyRequestHeaders, requestHeaders, responseBlock } from "./header_block.js";
 import { type KeepaliveOptions, PingStrikes, TOO_MANY_PINGS } from "./keepalive.js";
 import { H2Error, H2Stream, type StreamOwner } from "./stream.js";
 
@@ -76,6 +76,9 @@ export class H2Connection implements StreamOwner {
   private readonly options: ConnectionOptions;
   private readonly streams = new Map<number, H2Stream>();
   private readonly decoder = new HpackDecoder();
+  /** The decoder's list for the last request block and the header object made from it (see onHeaderBlock). */
+  private repeatFields: readonly HeaderField[] | undefined;
+  private repeatHeaders: IncomingHttpHeaders | undefined;
   /** Highest stream id the client opened (RFC 9113 5.1.1: ids only grow). */
   private lastStreamId = 0;
   /** After our GOAWAY: streams above this are not processed. */
@@ -324,12 +327,20 @@ export class H2Connection implements StreamOwner {
       return;
     }
     let headers: IncomingHttpHeaders;
-    try {
-      headers = requestHeaders(fields);
-    } catch (err) {
-      if (!(err instanceof MalformedRequest)) throw err;
-      this.writeReset(streamId, H2Error.PROTOCOL_ERROR);
-      return;
+    if (fields === this.repeatFields) {
+      // The decoder's list of the last block again: the same header object, checked already.
+      headers = copyRequestHeaders(this.repeatHeaders!);
+    } else {
+      try {
+        headers = requestHeaders(fields);
+      } catch (err) {
+        if (!(err instanceof MalformedRequest)) throw err;
+        this.writeReset(streamId, H2Error.PROTOCOL_ERROR);
+        return;
+      }
+      // Kept apart from the object the call gets, which is the call's to change.
+      this.repeatFields = fields;
+      this.repeatHeaders = copyRequestHeaders(headers);
     }
     const stream = new H2Stream(this, streamId, this.peerInitialWindow, DEFAULT_WINDOW);
     this.streams.set(streamId, stream);

@@ -22,6 +22,9 @@ export interface HeaderField {
 
 /** HTTP/2's initial SETTINGS_HEADER_TABLE_SIZE. */
 export const DEFAULT_HEADER_TABLE_SIZE = 4096;
+
+/** The longest block kept to compare the next against: a request's, not a large metadata block. */
+const MAX_REPEAT_BYTES = 512;
 /** RFC 7541 4.1: every entry costs 32 octets beyond its name and value. */
 const ENTRY_OVERHEAD = 32;
 /** Integers beyond this are refused (no legitimate length or index comes near). */
@@ -131,6 +134,14 @@ export class HpackDecoder {
   private tableSizeMax: number;
   private pos = 0;
   private block: Buffer = EMPTY;
+  /**
+   * The last block, copied, when decoding it left the dynamic table as it was, and what it
+   * decoded to. A client's encoder sends the same block for every call once its headers are in
+   * its table (grpc-go: one short run of indexed fields per request), and an unchanged table
+   * decodes the same bytes to the same fields, so a repeat is one compare instead of a decode.
+   */
+  private repeatBlock: Buffer | undefined;
+  private repeatFields: readonly Readonly<HeaderField>[] = [];
 
   constructor(options: HpackDecoderOptions = {}) {
     this.tableSizeLimit = options.maxTableSize ?? DEFAULT_HEADER_TABLE_SIZE;
@@ -148,9 +159,25 @@ export class HpackDecoder {
    * the table's own frozen objects, shared by every block that refers to them: replace a field,
    * never change it.
    */
-  decode(block: Buffer): HeaderField[] {
+  decode(block: Buffer): readonly Readonly<HeaderField>[] {
+    const repeat = this.repeatBlock;
+    if (repeat !== undefined && repeat.length === block.length && repeat.equals(block)) return this.repeatFields;
+    // Cleared first: a block that changes the table (or fails) leaves no repeat behind.
+    this.repeatBlock = undefined;
+    const fields = this.decodeFields(block);
+    if (!this.tableChanged && block.length <= MAX_REPEAT_BYTES) {
+      this.repeatBlock = Buffer.from(block);
+      this.repeatFields = fields;
+    }
+    return fields;
+  }
+
+  private tableChanged = false;
+
+  private decodeFields(block: Buffer): HeaderField[] {
     this.block = block;
     this.pos = 0;
+    this.tableChanged = false;
     const fields: HeaderField[] = [];
     let listBytes = 0;
     while (this.pos < block.length) {
@@ -171,6 +198,7 @@ export class HpackDecoder {
         const size = this.readInteger(5);
         if (size > this.tableSizeLimit) throw new HpackError(`table size ${size} above the advertised ${this.tableSizeLimit}`);
         this.tableSizeMax = size;
+        this.tableChanged = true;
         this.evict(0);
         continue;
       } else {
@@ -201,6 +229,7 @@ export class HpackDecoder {
 
   /** RFC 7541 4.4: an entry larger than the table empties it and is not added. */
   private insert(name: string, value: string): void {
+    this.tableChanged = true;
     const size = name.length + value.length + ENTRY_OVERHEAD;
     this.evict(size);
     if (size <= this.tableSizeMax) {

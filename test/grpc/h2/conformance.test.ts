@@ -169,6 +169,35 @@ describe.each(HTTP2_ENGINES)("HTTP/2 conformance (%s engine)", (engine) => {
       expect(response.decode(msg!).payload).toEqual(Buffer.alloc(3000, 0x61));
     });
 
+    it("calls whose header blocks repeat byte for byte each get their own headers, and a change is seen", async () => {
+      const { port } = await serve();
+      const client = await connect(port);
+      const metadataOf = async (streamId: number, echoed: string): Promise<string> => {
+        client.headers(streamId, client.grpcHeaders(UNARY, { "x-echo": echoed }));
+        client.dataFrame(streamId, echo({ payload: Buffer.from(echoed) }), { endStream: true });
+        const [msg] = expectGrpcOk(await client.response(streamId));
+        return codecs.message<{ metadata: string }>("etceteratest.EchoResponse").decode(msg!).metadata;
+      };
+      // The raw client's blocks are literals without indexing: one header list, the same bytes.
+      expect(await metadataOf(1, "one")).toBe("one|deadline=false");
+      expect(await metadataOf(3, "one")).toBe("one|deadline=false");
+      expect(await metadataOf(5, "two")).toBe("two|deadline=false");
+      expect(await metadataOf(7, "one")).toBe("one|deadline=false");
+      expect(await metadataOf(9, "one")).toBe("one|deadline=false");
+    });
+
+    it("a malformed header block is refused each time it repeats", async () => {
+      const { port } = await serve();
+      const client = await connect(port);
+      await unaryOk(client, 1);
+      for (const streamId of [3, 5]) {
+        client.headers(streamId, client.grpcHeaders(UNARY, { te: "gzip" }), { endStream: true });
+        const res = await client.response(streamId);
+        expect(res.rst).toBe(ErrorCode.PROTOCOL_ERROR);
+      }
+      await unaryOk(client, 7);
+    });
+
     it("several calls on one connection, one after another and interleaved", async () => {
       const { port } = await serve();
       const client = await connect(port);

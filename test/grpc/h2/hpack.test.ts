@@ -16,7 +16,7 @@ import { seedFor } from "../harness.js";
 const SEED = seedFor("hpack");
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ""), "hex");
-const pairs = (fields: HeaderField[]): [string, string][] => fields.map((f) => [f.name, f.value]);
+const pairs = (fields: readonly HeaderField[]): [string, string][] => fields.map((f) => [f.name, f.value]);
 
 /** A dynamic table size update (RFC 7541 6.3), which hpack.js cannot emit for a smaller size. */
 function sizeUpdate(size: number): Buffer {
@@ -165,6 +165,36 @@ describe("HPACK decoder", () => {
     const big = "v".repeat(40);
     decoder.decode(Buffer.concat([hex("4003782d63"), Buffer.from([big.length]), Buffer.from(big)]));
     expect(decoder.table).toEqual({ entries: 0, size: 0, maxSize: 64 });
+  });
+
+  it("a repeated block that left the table as it was is not decoded again, and one that changes the table always is", () => {
+    const decoder = new HpackDecoder();
+    // x-b: 2 enters the table at 62; "82be" is then :method GET and x-b: 2, indexed only.
+    decoder.decode(hex("4003782d620132"));
+    const first = decoder.decode(hex("82be"));
+    expect(pairs(first)).toEqual([[":method", "GET"], ["x-b", "2"]]);
+    // The same bytes (a new buffer) give the same list back, the table untouched.
+    expect(decoder.decode(hex("82be"))).toBe(first);
+    expect(decoder.table.entries).toBe(1);
+    // A block that inserts is decoded every time (its second decode inserts again).
+    decoder.decode(hex("4003782d620133"));
+    decoder.decode(hex("4003782d620133"));
+    expect(decoder.table.entries).toBe(3);
+    // The table moved under the repeated bytes: 62 is now x-b: 3, and the block says so.
+    expect(pairs(decoder.decode(hex("82be")))).toEqual([[":method", "GET"], ["x-b", "3"]]);
+    // A size update empties the table: the repeat is gone with it, and index 62 is refused.
+    const kept = decoder.decode(hex("82be"));
+    expect(decoder.decode(hex("82be"))).toBe(kept);
+    decoder.decode(Buffer.concat([Buffer.from([0x20]), hex("82")]));
+    expect(() => decoder.decode(hex("82be"))).toThrow(/beyond the table/);
+  });
+
+  it("a failed decode leaves no repeat behind", () => {
+    const decoder = new HpackDecoder();
+    decoder.decode(hex("4003782d620132"));
+    expect(pairs(decoder.decode(hex("be")))).toEqual([["x-b", "2"]]);
+    expect(() => decoder.decode(hex("bf"))).toThrow(/beyond the table/);
+    expect(pairs(decoder.decode(hex("be")))).toEqual([["x-b", "2"]]);
   });
 
   it("refuses malformed blocks", () => {
