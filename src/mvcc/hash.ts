@@ -2,24 +2,23 @@
  * Corruption checks (etcd Maintenance.Hash / HashKV): CRC-32C over the
  * key-value contents, identical on every member that applied the same entries
  * whatever their compaction progress.
+ *
+ * HashKV is etcd's own (mvcc/kvstore.go hashKV): the bucket name "key", then for each revision in
+ * order the bytes etcd's bbolt holds for it, its 17-byte revision key ('t' appended for a
+ * tombstone) and the row as a marshalled mvccpb.KeyValue (a tombstone's holding its key alone). So
+ * a store holds etcd's HashKV for the same data: `etcdctl endpoint hashkv` on an etcd cluster and
+ * on etcetera after its data dir was imported (or the same requests were applied) agree.
  */
 
 import type { BatchTx } from '../backend/batch_tx.js';
 import type { KvBackend, KvRow } from './kv_backend.js';
 import { Crc32c } from './crc32c.js';
+import { KeyValueBytes } from './key_value_bytes.js';
 import { revMain, revToBytes } from './revision.js';
 
 function encodeInt(n: number): Buffer {
   const b = Buffer.alloc(8);
   b.writeDoubleBE(n);
-  return b;
-}
-
-/** A lease id's 8 bytes: a number as before (so existing hashes stay), a bigint beyond 2^53 as its int64. */
-function encodeLease(id: number | bigint): Buffer {
-  if (typeof id === 'number') return encodeInt(id);
-  const b = Buffer.alloc(8);
-  b.writeBigInt64BE(id);
   return b;
 }
 
@@ -35,6 +34,7 @@ function encodeBytes(h: Crc32c, b: Uint8Array): void {
  */
 export class HashKvAccumulator {
   private readonly h = new Crc32c();
+  private readonly kv = new KeyValueBytes();
 
   constructor(
     private readonly rev: number,
@@ -49,16 +49,23 @@ export class HashKvAccumulator {
     if (main > this.rev) return;
     if (main <= this.compactRev && !this.keep.has(row.rev)) return;
     this.h.update(revToBytes(row.rev, row.tombstone));
-    encodeBytes(this.h, row.key);
-    encodeBytes(this.h, row.value);
-    this.h.update(encodeInt(row.createRev));
-    this.h.update(encodeInt(row.version));
-    this.h.update(encodeLease(row.lease));
+    this.h.update(this.kv.marshal(row));
   }
 
   digest(): number {
     return this.h.digest();
   }
+}
+
+/**
+ * The revisions at or below the compaction that a HashKV at `at` counts: etcd's Keep(at), the
+ * live revision of each key alive at `at`. When no key is alive at `at`, etcd skips nothing below
+ * the compaction and hashes every row its compaction left there, which is Keep(compactRev): that
+ * set then, so the hash is etcd's and still does not depend on how far a compaction has got.
+ */
+export function hashKvKeep(keep: (rev: number) => Set<number>, at: number, compactRev: number): Set<number> {
+  const live = keep(at);
+  return live.size > 0 || compactRev <= 0 ? live : keep(compactRev);
 }
 
 export function hashKvRevisions(backend: KvBackend, rev: number, compactRev: number, keep: Set<number>): number {

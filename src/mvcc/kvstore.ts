@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import { Backend, type BackendOptions } from '../backend/backend.js';
 import type { BatchTx } from '../backend/batch_tx.js';
 import { ErrClosed, ErrCompacted, ErrFutureRev, ErrLeaseNotFound, invariant, MvccError } from './errors.js';
-import { HashKvAccumulator, hashBackend, hashKvRevisions } from './hash.js';
+import { HashKvAccumulator, hashBackend, hashKvKeep, hashKvRevisions } from './hash.js';
 import { type ImageRebuild, IndexRebuild, rebuildFromImage } from './index_rebuild.js';
 import { KV_SCHEMA, KvBackend } from './kv_backend.js';
 import {
@@ -510,7 +510,7 @@ export class KvStore implements StoreCore {
     if (rev > 0 && rev <= compactRev) throw new ErrCompacted();
     if (rev > 0 && rev > this.currentRev) throw new ErrFutureRev();
     const at = rev === 0 ? this.currentRev : rev;
-    const keep = this.index.keep(at);
+    const keep = this.hashKeep(at, compactRev);
     return {
       hash: hashKvRevisions(this.backend, at, compactRev, keep),
       revision: this.currentRev,
@@ -561,7 +561,7 @@ export class KvStore implements StoreCore {
     if (rev > 0 && rev > this.currentRev) throw new ErrFutureRev();
     const at = rev === 0 ? this.currentRev : rev;
     const result = { revision: this.currentRev, compactRevision: compactRev };
-    const acc = new HashKvAccumulator(at, compactRev, this.index.keep(at));
+    const acc = new HashKvAccumulator(at, compactRev, this.hashKeep(at, compactRev));
     const backend = this.backend;
     const epoch = this.epoch;
     this.hashing++;
@@ -591,6 +591,11 @@ export class KvStore implements StoreCore {
       this.hashing--;
     }
     return { hash: acc.digest(), ...result };
+  }
+
+  /** What a HashKV at `at` counts at or below the compaction (hash.ts hashKvKeep). */
+  private hashKeep(at: number, compactRev: number): Set<number> {
+    return hashKvKeep((rev) => this.index.keep(rev), at, compactRev);
   }
 
   /** etcd Hash: the whole backend (every table) except apply-position bookkeeping. */

@@ -19,7 +19,7 @@
  * follower schedules the same compaction and runs it itself (deterministic given the same rows).
  */
 import type Database from "better-sqlite3";
-import { HashKvAccumulator } from "../mvcc/hash.js";
+import { HashKvAccumulator, hashKvKeep } from "../mvcc/hash.js";
 import type { KvRow } from "../mvcc/kv_backend.js";
 import { META_CURSOR_KEY, META_CURSOR_REV, META_FINISHED_COMPACT, META_SCHEDULED_COMPACT } from "../mvcc/kvstore_compaction.js";
 import { META_CONSISTENT_INDEX, META_TERM } from "../mvcc/kvstore.js";
@@ -125,8 +125,8 @@ export async function planDelta(reader: Database.Database, base: SnapshotBase, k
   if (compactL > base.revision) return { kind: "full", reason: `the leader compacted at revision ${compactL}, past the follower's revision ${base.revision}` };
   if (maxRev < base.maxRev) return { kind: "full", reason: `the leader holds revisions up to ${maxRev} only, below the follower's ${base.maxRev}` };
   const hashCompactRevision = Math.max(compactL, base.compactRevision);
-  // etcd's HashByRev: Keep at the hashed revision (kvstore.ts hashKVSliced does the same).
-  const keepSet = keep(base.revision);
+  // etcd's HashByRev: Keep at the hashed revision, as kvstore.ts hashKVSliced takes it (hashKvKeep).
+  const keepSet = hashKvKeep(keep, base.revision, hashCompactRevision);
   const from = packRev(base.revision + 1, 0);
   const est = reader.prepare<[number], { n: number; bytes: number }>("SELECT count(*) AS n, coalesce(sum(length(key) + length(value)), 0) AS bytes FROM kv WHERE rev >= ?").get(from)!;
   const pageSize = reader.pragma("page_size", { simple: true }) as number;
