@@ -14,7 +14,7 @@ import type { BatchTx } from '../backend/batch_tx.js';
 import type { KvBackend, KvRow } from './kv_backend.js';
 import { Crc32c } from './crc32c.js';
 import { KeyValueBytes } from './key_value_bytes.js';
-import { revMain, revToBytes } from './revision.js';
+import { revMain } from './revision.js';
 
 function encodeInt(n: number): Buffer {
   const b = Buffer.alloc(8);
@@ -48,7 +48,7 @@ export class HashKvAccumulator {
     const main = revMain(row.rev);
     if (main > this.rev) return;
     if (main <= this.compactRev && !this.keep.has(row.rev)) return;
-    this.h.update(revToBytes(row.rev, row.tombstone));
+    this.h.update(this.kv.revisionKey(row));
     this.h.update(this.kv.marshal(row));
   }
 

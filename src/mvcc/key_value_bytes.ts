@@ -6,7 +6,7 @@
  */
 import { invariant } from './errors.js';
 import type { KvRow } from './kv_backend.js';
-import { revMain } from './revision.js';
+import { revMain, revSub } from './revision.js';
 
 const TAG_KEY = 0x0a;
 const TAG_CREATE_REVISION = 0x10;
@@ -22,6 +22,25 @@ const TWO_32 = 2 ** 32;
 export class KeyValueBytes {
   private buf = Buffer.allocUnsafe(1024);
   private pos = 0;
+  private readonly revKey = Buffer.alloc(18);
+
+  /**
+   * The row's bbolt key: etcd's 17-byte revision key (8-byte big-endian main, '_', 8-byte
+   * big-endian sub) with 't' appended for a tombstone, as etcd marks them; valid until the next call.
+   */
+  revisionKey(row: KvRow): Buffer {
+    const main = revMain(row.rev);
+    const sub = revSub(row.rev);
+    const b = this.revKey;
+    b.writeUInt32BE(Math.floor(main / TWO_32), 0);
+    b.writeUInt32BE(main % TWO_32, 4);
+    b[8] = 0x5f;
+    b.writeUInt32BE(0, 9);
+    b.writeUInt32BE(sub, 13);
+    if (!row.tombstone) return b.subarray(0, 17);
+    b[17] = 0x74;
+    return b;
+  }
 
   /** The row's bytes; valid until the next call. */
   marshal(row: KvRow): Buffer {

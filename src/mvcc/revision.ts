@@ -46,13 +46,3 @@ export function firstOfMain(main: number): number {
 export function lastOfMain(main: number): number {
   return main * SUB_SPAN + SUB_MAX;
 }
-
-/** etcd's 17-byte revision key: 8-byte big-endian main, '_', 8-byte big-endian sub (used in hashes). */
-export function revToBytes(packed: number, tombstone: boolean): Buffer {
-  const b = Buffer.alloc(tombstone ? 18 : 17);
-  b.writeBigInt64BE(BigInt(revMain(packed)), 0);
-  b[8] = 0x5f;
-  b.writeBigInt64BE(BigInt(revSub(packed)), 9);
-  if (tombstone) b[17] = 0x74; // 't', as etcd marks tombstones
-  return b;
-}

@@ -65,6 +65,23 @@ describe('KeyValueBytes', () => {
     expect(bytes).toBeGreaterThan(3000 * 20);
   });
 
+  it("writes a row's revision key as etcd's bbolt holds it, mains past 2^32 and tombstones too", () => {
+    const rnd = mulberry32(testSeed('key_value_bytes.revisionKey'));
+    const kv = new KeyValueBytes();
+    for (let i = 0; i < 2000; i++) {
+      const main = pick(rnd, [1, 255, 2 ** 31, 2 ** 32 - 1, 2 ** 32, 2 ** 33 - 1, Math.floor(rnd() * 2 ** 33)]);
+      const sub = pick(rnd, [0, 1, 255, 2 ** 20 - 1]);
+      const tombstone = rnd() < 0.5;
+      const expected = Buffer.alloc(tombstone ? 18 : 17);
+      expected.writeBigInt64BE(BigInt(main), 0);
+      expected[8] = 0x5f;
+      expected.writeBigInt64BE(BigInt(sub), 9);
+      if (tombstone) expected[17] = 0x74;
+      const row: KvRow = { rev: packRev(main, sub), key: Buffer.from('k'), value: Buffer.alloc(0), createRev: 1, version: 1, lease: 0, tombstone };
+      expect(kv.revisionKey(row).toString('hex'), `main ${main} sub ${sub} tombstone ${tombstone}`).toBe(expected.toString('hex'));
+    }
+  });
+
   it('writes a negative lease as ten bytes of two\'s complement, as Go does', () => {
     const row: KvRow = { rev: packRev(3, 0), key: Buffer.from('k'), value: Buffer.alloc(0), createRev: 3, version: 1, lease: -1, tombstone: false };
     expect(new KeyValueBytes().marshal(row).toString('hex')).toBe('0a016b' + '1003' + '1803' + '2001' + '30ffffffffffffffffff01');
