@@ -10,6 +10,7 @@
  */
 import type * as grpc from "@grpc/grpc-js";
 import { describe, expect, it } from "vitest";
+import { Crc32c } from "../../src/mvcc/crc32c.js";
 import { unary } from "./grpc_client.js";
 import { oneMemberSuite } from "./one_member.js";
 
@@ -41,20 +42,11 @@ interface Row {
   bytes: Buffer;
 }
 
-const CRC32C_TABLE = (() => {
-  const t = new Uint32Array(256);
-  for (let i = 0; i < 256; i++) {
-    let c = i;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0x82f63b78 ^ (c >>> 1) : c >>> 1;
-    t[i] = c >>> 0;
-  }
-  return t;
-})();
-
+/** CRC-32C: the project's (a wrong one would fail the same oracle against real etcd). */
 function crc32c(parts: readonly Buffer[]): number {
-  let c = 0xffffffff;
-  for (const p of parts) for (const b of p) c = CRC32C_TABLE[(c ^ b) & 0xff]! ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
+  const h = new Crc32c();
+  for (const p of parts) h.update(p);
+  return h.digest();
 }
 
 function varint(n: bigint): number[] {
