@@ -153,3 +153,21 @@ describe("durable writes after unsynced ones", () => {
     await r.wal.close();
   });
 });
+
+describe("when the durable write is issued", () => {
+  it("in save()'s own turn once the O_DSYNC handle is open, so a leader's write starts before the microtask that writes its appends to the peers", async () => {
+    const ranges = watchDsyncWrites();
+    const wal = await WAL.create(dir, { memberId: 1n, clusterId: 2n }, MIB);
+    // The first durable write opens the handle (an await of its own).
+    await wal.save({ term: 1, vote: 1n, commit: 0 }, makeEntries(1, 1, 1));
+    const before = ranges.length;
+    let microtaskSaw: number | undefined;
+    queueMicrotask(() => (microtaskSaw = ranges.length));
+    const saved = wal.save(undefined, makeEntries(2, 2, 1));
+    expect(ranges.length).toBe(before + 1);
+    await saved;
+    // A microtask queued before the save (the peer transport's flush) ran after the write was issued.
+    expect(microtaskSaw).toBe(before + 1);
+    await wal.close();
+  });
+});
