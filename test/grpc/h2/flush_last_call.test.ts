@@ -6,13 +6,13 @@
  * after the release runs before any end-of-turn flush (immediates run in the order queued): what
  * the server wrote by then was written in the release's own turn.
  */
-import net from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { GrpcServer } from "../../../src/grpc/server.js";
 import { FRAME_HEADER_BYTES, Flag, FrameType } from "../../../src/grpc/h2/http2-frame.js";
 import { type EchoRequest, type EchoResponse, HandlerStats, echoHandlers, frame, loadEchoCodecs } from "../harness.js";
 import { engineOptions } from "./engines.js";
 import { RawH2Client } from "./raw_client.js";
+import { recordServerWrites } from "./server_writes.js";
 
 const codecs = loadEchoCodecs();
 const request = codecs.message<Record<string, unknown>>("etceteratest.EchoRequest");
@@ -53,14 +53,8 @@ describe("when an answer is written (own engine)", () => {
     });
     servers.push(server);
     const { port } = await server.listen(0);
-    const writes: Buffer[] = [];
-    const original = net.Socket.prototype.write;
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    net.Socket.prototype.write = function (this: net.Socket, chunk: unknown, ...rest: any[]): boolean {
-      if (this.localPort === port && Buffer.isBuffer(chunk)) writes.push(Buffer.from(chunk));
-      return original.call(this, chunk as Buffer, ...rest);
-    } as typeof original;
-    restore.push(() => (net.Socket.prototype.write = original));
+    const { writes, restore: undo } = recordServerWrites(port);
+    restore.push(undo);
     const client = await RawH2Client.connect(port);
     clients.push(client);
     return { client, writes, held };

@@ -6,13 +6,13 @@
  * response of the call that follows the PING, also when the PING is read before that call's
  * HEADERS (no call open yet), and must still come alone when nothing else is written.
  */
-import net from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { GrpcServer } from "../../../src/grpc/server.js";
 import { FRAME_HEADER_BYTES, Flag, FrameType } from "../../../src/grpc/h2/http2-frame.js";
 import { HandlerStats, echoHandlers, frame, loadEchoCodecs } from "../harness.js";
 import { engineOptions } from "./engines.js";
 import { RawH2Client } from "./raw_client.js";
+import { recordServerWrites } from "./server_writes.js";
 
 const codecs = loadEchoCodecs();
 const request = codecs.message<Record<string, unknown>>("etceteratest.EchoRequest");
@@ -57,14 +57,8 @@ describe("PING ACK held for the next write (own engine)", () => {
     server.addService("etceteratest.Echo", echoHandlers(new HandlerStats()));
     servers.push(server);
     const { port } = await server.listen(0);
-    const writes: Buffer[] = [];
-    const original = net.Socket.prototype.write;
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    net.Socket.prototype.write = function (this: net.Socket, chunk: unknown, ...rest: any[]): boolean {
-      if (this.localPort === port && Buffer.isBuffer(chunk)) writes.push(Buffer.from(chunk));
-      return original.call(this, chunk as Buffer, ...rest);
-    } as typeof original;
-    restore.push(() => (net.Socket.prototype.write = original));
+    const { writes, restore: undo } = recordServerWrites(port);
+    restore.push(undo);
     return { port, writes };
   }
 
