@@ -6,13 +6,13 @@
  * after the release runs before any end-of-turn flush (immediates run in the order queued): what
  * the server wrote by then was written in the release's own turn.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { GrpcServer } from "../../../src/grpc/server.js";
 import { FRAME_HEADER_BYTES, Flag, FrameType } from "../../../src/grpc/h2/http2-frame.js";
 import { type EchoRequest, type EchoResponse, HandlerStats, echoHandlers, frame, loadEchoCodecs } from "../harness.js";
 import { engineOptions } from "./engines.js";
 import { RawH2Client } from "./raw_client.js";
-import { recordServerWrites } from "./server_writes.js";
+import { recordServerWrites, writesFixture } from "./server_writes.js";
 
 const codecs = loadEchoCodecs();
 const request = codecs.message<Record<string, unknown>>("etceteratest.EchoRequest");
@@ -33,15 +33,7 @@ function endedStreams(write: Buffer): number[] {
 }
 
 describe("when an answer is written (own engine)", () => {
-  const servers: GrpcServer[] = [];
-  const clients: RawH2Client[] = [];
-  const restore: Array<() => void> = [];
-
-  afterEach(async () => {
-    for (const r of restore.splice(0)) r();
-    for (const c of clients.splice(0)) c.close();
-    await Promise.all(servers.splice(0).map((s) => s.close(100)));
-  });
+  const { servers, clients, restore } = writesFixture();
 
   /** A server whose Unary calls wait until the test releases them, and every write to its clients. */
   async function serve(): Promise<{ client: RawH2Client; writes: Buffer[]; held: Array<(r: EchoResponse) => void> }> {

@@ -6,13 +6,13 @@
  * response of the call that follows the PING, also when the PING is read before that call's
  * HEADERS (no call open yet), and must still come alone when nothing else is written.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { GrpcServer } from "../../../src/grpc/server.js";
 import { FRAME_HEADER_BYTES, Flag, FrameType } from "../../../src/grpc/h2/http2-frame.js";
 import { HandlerStats, echoHandlers, frame, loadEchoCodecs } from "../harness.js";
 import { engineOptions } from "./engines.js";
 import { RawH2Client } from "./raw_client.js";
-import { recordServerWrites } from "./server_writes.js";
+import { recordServerWrites, writesFixture } from "./server_writes.js";
 
 const codecs = loadEchoCodecs();
 const request = codecs.message<Record<string, unknown>>("etceteratest.EchoRequest");
@@ -41,15 +41,7 @@ function framesOf(write: Buffer): WrittenFrame[] {
 const isAckOf = (data: Buffer) => (f: WrittenFrame) => f.type === FrameType.PING && (f.flags & Flag.ACK) !== 0 && f.payload.equals(data);
 
 describe("PING ACK held for the next write (own engine)", () => {
-  const servers: GrpcServer[] = [];
-  const clients: RawH2Client[] = [];
-  const restore: Array<() => void> = [];
-
-  afterEach(async () => {
-    for (const r of restore.splice(0)) r();
-    for (const c of clients.splice(0)) c.close();
-    await Promise.all(servers.splice(0).map((s) => s.close(100)));
-  });
+  const { servers, clients, restore } = writesFixture();
 
   /** A server on our engine, and every buffer it writes to its client sockets. */
   async function serve(pingAckHoldMs?: number): Promise<{ port: number; writes: Buffer[] }> {
