@@ -18,6 +18,7 @@ import { type JsonMapping, JsonMappingError } from "./json_mapping.js";
 import { callErrorResponse, jsonResponse, METADATA_HEADERS, plain, requestErrorResponse } from "./responses.js";
 import { gatewayRoute } from "./routes.js";
 import { serveStream } from "./streams.js";
+import { EncodedMessage } from "../grpc/encoded_message.js";
 
 /** What the gateway calls: the client port's registered gRPC methods. */
 export interface MethodTable {
@@ -69,10 +70,12 @@ export function jsonGateway(o: GatewayOptions): HttpHandler {
     try {
       const message = bridge.request(json);
       const handler = bridge.registered.handler as UnaryHandler<unknown, unknown>;
-      const response = await handler(message, ctx);
-      const answer = jsonResponse(200, METADATA_HEADERS, bridge.response(response));
+      const answer = await handler(message, ctx);
+      // An answer its handler encoded (a large Range) is read back into the objects the JSON mapping takes.
+      const response = answer instanceof EncodedMessage ? bridge.registered.descriptor.response.decode(answer.bytes) : answer;
+      const reply = jsonResponse(200, METADATA_HEADERS, bridge.response(response));
       bridge.handled(Status.OK);
-      return answer;
+      return reply;
     } catch (e) {
       const error = toGrpcError(e);
       bridge.handled(error.code);

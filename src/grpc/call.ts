@@ -17,6 +17,7 @@ import { ServerCall } from "./server_call.js";
 import { type InvokedCall, invokeSingleRequest, invokeStreamingRequest } from "./invoke.js";
 import { GrpcError, Status, encodeGrpcMessage, toGrpcError } from "./status.js";
 import { H2Stream, type StreamSink } from "./h2/stream.js";
+import { EncodedMessage } from "./encoded_message.js";
 
 /** A method as registered on the server: its descriptor and handler. */
 export interface RegisteredMethod {
@@ -322,7 +323,7 @@ export class Http2Call extends ServerCall implements InvokedCall, MessageSink, S
   private encode(response: unknown): Buffer | undefined {
     let frame: Buffer;
     try {
-      frame = this.registered.descriptor.response.encodeFramed(response);
+      frame = response instanceof EncodedMessage ? response.framed : this.registered.descriptor.response.encodeFramed(response);
     } catch (err) {
       this.fail(new GrpcError(Status.INTERNAL, `grpc: error while marshaling: ${(err as Error).message}`));
       return undefined;

@@ -11,6 +11,7 @@
 
 import type { Metadata } from "./metadata.js";
 import type { GrpcError } from "./status.js";
+import type { EncodedMessage } from "./encoded_message.js";
 
 /** Per-call information shared by all handler kinds. */
 export interface CallContext {
@@ -72,7 +73,8 @@ export interface ServerReadable<Req> extends AsyncIterable<Req> {
 
 export interface BidiCall<Req, Res> extends ServerReadable<Req>, ServerWritable<Res> {}
 
-export type UnaryHandler<Req, Res> = (request: Req, ctx: CallContext) => Promise<Res> | Res;
+/** A unary handler answers with the response, or with it already encoded (encoded_message.ts). */
+export type UnaryHandler<Req, Res> = (request: Req, ctx: CallContext) => Promise<Res | EncodedMessage> | Res | EncodedMessage;
 export type ServerStreamHandler<Req, Res> = (
   request: Req,
   call: ServerWritable<Res>,

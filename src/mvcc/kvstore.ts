@@ -28,6 +28,7 @@ import {
   type RangeReadOptions,
   type RangeReadResult,
   type RangeReadTarget,
+  type RangeSpill,
   readRange,
   readTxn,
   type TxnReadResult,
@@ -635,11 +636,12 @@ export class KvStore implements StoreCore {
    * Range at the current state without holding the event loop: a large range is read in slices
    * with a yield between them, all at the revision current when it starts (see kvstore_range.ts).
    * `revision` is that revision, for the response header. Stops (rejects) once `signal` aborts.
+   * A `spill` takes the kvs of a range that needs more than one turn (kvstore_range.ts).
    */
-  async rangeAsync(req: RangeRequest, signal?: AbortSignal): Promise<RangeReadResult> {
+  async rangeAsync(req: RangeRequest, signal?: AbortSignal, spill?: RangeSpill): Promise<RangeReadResult> {
     const opts = { ...DEFAULT_RANGE_READ, ...this.opts.rangeRead };
     this.ops.ranges++;
-    return this.readRestarting((target) => readRange(target, req, opts, signal));
+    return this.readRestarting((target) => readRange(target, req, opts, signal, spill));
   }
 
   /**

@@ -43,6 +43,32 @@ export interface RangeReadTarget {
 export interface RangeReadResult extends RangeResponse {
   /** The store's revision when the read started: the response header's (etcd's rr.Rev). */
   revision: number;
+  /** Every kv went to the read's spill (the read took more than one turn): `kvs` is empty, `more` unknown here. */
+  spilled?: true;
+}
+
+/**
+ * Takes a long range's kvs as they are read, so that the read does not hold them all: a range
+ * over millions of keys built one KeyValue object (and two Buffer views) per row, ~400 bytes of
+ * JavaScript heap each, and a range of 9,000,000 keys ran a member out of its 4 GB heap
+ * (test/e2e/huge_range.test.ts). A read given a spill keeps a range it finishes within its first
+ * turn as before (the common, small one); once it has to yield, it hands every kv read so far to
+ * the spill, and every later one, and answers with none. Only for a request whose answer is its
+ * kvs in key order, cut at its limit (no filters, no sort but by key ascending: `spillable`).
+ */
+export interface RangeSpill {
+  /** The read starts, or starts again (a snapshot install restarted it): forget what was taken. */
+  reset(): void;
+  /** The next kvs in key order (the read's limit plus one at most, as an unspilled read keeps). */
+  take(kvs: readonly KeyValue[]): void;
+}
+
+/** Whether a range's answer is its kvs as read, in key order, cut at its limit: what a spill can take. */
+export function spillable(r: RangeRequest): boolean {
+  const filtered = numOf(r.minModRevision) !== 0 || numOf(r.maxModRevision) !== 0 || numOf(r.minCreateRevision) !== 0 || numOf(r.maxCreateRevision) !== 0;
+  // finishRange sorts only for another target or an explicit descending order; key ascending is the read's own order.
+  const sorted = numOf(r.sortTarget) !== 0 || numOf(r.sortOrder) === 2;
+  return !filtered && !sorted;
 }
 
 function nextTurn(): Promise<void> {
@@ -55,8 +81,15 @@ function nextTurn(): Promise<void> {
  * the store's state was replaced mid-read (the caller restarts it); rejects with the signal's
  * reason once `signal` aborts.
  */
-export async function readRange(t: RangeReadTarget, req: RangeRequest, opts: RangeReadOptions, signal?: AbortSignal): Promise<RangeReadResult | null> {
+export async function readRange(
+  t: RangeReadTarget,
+  req: RangeRequest,
+  opts: RangeReadOptions,
+  signal?: AbortSignal,
+  spill?: RangeSpill,
+): Promise<RangeReadResult | null> {
   invariant(opts.keysPerTurn > 0 && opts.rowsPerTurn > 0, 'range read slices must be positive');
+  invariant(spill === undefined || spillable(req), 'a spill given for a range whose answer needs all its kvs at once');
   const plan = rangePlan(req);
   const curRev = t.currentRev;
   let atRev = plan.read.rev;
@@ -64,8 +97,11 @@ export async function readRange(t: RangeReadTarget, req: RangeRequest, opts: Ran
   if (atRev <= 0) atRev = curRev;
   if (atRev < t.compactMainRev) throw new ErrCompacted();
   const want = plan.read.countOnly ? 0 : plan.read.limit > 0 ? plan.read.limit : Number.POSITIVE_INFINITY;
-  const kvs: KeyValue[] = [];
+  let kvs: KeyValue[] = [];
+  /** kvs handed to the spill so far. */
+  let spilled = 0;
   let count = 0;
+  spill?.reset();
   const release = t.pinRead(atRev);
   try {
     let after: string | null = null;
@@ -73,7 +109,7 @@ export async function readRange(t: RangeReadTarget, req: RangeRequest, opts: Ran
       const revs: number[] = [];
       after = t.index.visitRangeSlice(plan.range, atRev, after, opts.keysPerTurn, (_key, rev) => {
         count++;
-        if (kvs.length + revs.length < want) revs.push(rev);
+        if (spilled + kvs.length + revs.length < want) revs.push(rev);
         return revs.length < opts.rowsPerTurn;
       });
       for (const row of t.backend.peekKvs(revs)) {
@@ -81,6 +117,11 @@ export async function readRange(t: RangeReadTarget, req: RangeRequest, opts: Ran
         kvs.push(rowToKv(row));
       }
       if (after === null) break;
+      if (spill !== undefined && kvs.length > 0) {
+        spill.take(kvs);
+        spilled += kvs.length;
+        kvs = [];
+      }
       await nextTurn();
       // The client went away: stop reading for nobody.
       signal?.throwIfAborted();
@@ -88,6 +129,10 @@ export async function readRange(t: RangeReadTarget, req: RangeRequest, opts: Ran
     }
   } finally {
     release();
+  }
+  if (spill !== undefined && spilled > 0) {
+    spill.take(kvs);
+    return { kvs: [], more: false, count, revision: curRev, spilled: true };
   }
   return { ...finishRange(plan, { kvs, count }), revision: curRev };
 }

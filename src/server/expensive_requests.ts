@@ -74,11 +74,21 @@ export class ExpensiveRequests {
   }
 
   /** A range was served in `tookMs` (its ReadIndex wait included): warns if that is too long. */
-  rangeServed(tookMs: number, req: object, result: { kvs: readonly unknown[]; more: boolean; count: number; revision: number } | undefined, error: unknown): void {
+  rangeServed(
+    tookMs: number,
+    req: object,
+    result: { kvs: readonly unknown[]; more: boolean; count: number; revision: number } | undefined,
+    error: unknown,
+    encoded?: { readonly kvCount: number; readonly kvBytes: number; readonly more: boolean },
+  ): void {
     if (tookMs <= this.o.thresholdMs) return;
     this.warnDescribed(tookMs, "read-only range ", error, () => {
       let response = "";
-      if (result !== undefined) {
+      if (encoded !== undefined && result !== undefined) {
+        // An answer encoded as it was read (range_encoding.ts): its kvs are bytes already, not encoded again.
+        const rest = loadMemberCodecs().message<unknown, Obj>("etcdserverpb.RangeResponse").encode({ header: { revision: result.revision }, more: encoded.more, count: result.count }).length;
+        response = `range_response_count:${encoded.kvCount} size:${rest + encoded.kvBytes}`;
+      } else if (result !== undefined) {
         const codec = loadMemberCodecs().message<unknown, Obj>("etcdserverpb.RangeResponse");
         const size = codec.encode({ header: { revision: result.revision }, kvs: result.kvs, more: result.more, count: result.count }).length;
         response = `range_response_count:${result.kvs.length} size:${size}`;

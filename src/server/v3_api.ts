@@ -14,6 +14,7 @@ import type { Lessor } from "../lease/lessor.js";
 import type { LeaseId } from "../lease/types.js";
 import type { HashKvResult, KvStore } from "../mvcc/kvstore.js";
 import type { RangeReadResult } from "../mvcc/kvstore_range.js";
+import type { RangeEncoding } from "./range_encoding.js";
 import type * as mvcc from "../mvcc/types.js";
 import type { SnapshotChunk } from "../etcd_format/index.js";
 import type { WatchStream } from "../mvcc/watch_stream.js";
@@ -208,17 +209,17 @@ export class V3Api implements V3Server {
     return this.o.kv.currentRevision();
   }
 
-  range(req: mvcc.RangeRequest, signal?: AbortSignal): Promise<RangeReadResult> {
+  range(req: mvcc.RangeRequest, signal?: AbortSignal, spill?: RangeEncoding): Promise<RangeReadResult> {
     return this.timedRead(
       async () => {
         if (!req.serializable) await this.o.readIndex.notify();
         this.o.auth.isRangePermitted(this.ai, req.key, req.rangeEnd);
         // Sliced over event-loop turns at one revision: a huge range does not stall other clients.
-        const r = await this.o.kv.rangeAsync(req, signal);
+        const r = await this.o.kv.rangeAsync(req, signal, spill);
         this.checkAuthRevisionAfterRead();
         return r;
       },
-      (tookMs, result, error) => this.o.expensive.rangeServed(tookMs, req, result, error),
+      (tookMs, result, error) => this.o.expensive.rangeServed(tookMs, req, result, error, result?.spilled ? spill : undefined),
     );
   }
 

@@ -9,6 +9,7 @@ import type { AuthInfo } from "../auth/types.js";
 import type { AlarmRequest } from "../pb/member-types.js";
 import type { HashKvResult } from "../mvcc/kvstore.js";
 import type { RangeReadResult } from "../mvcc/kvstore_range.js";
+import type { RangeEncoding } from "./range_encoding.js";
 import type {
   CompactionRequest,
   DeleteRangeRequest,
@@ -97,8 +98,11 @@ export interface V3Server {
   leader(): NodeId;
 
   // ---- KV (etcd's RaftKV)
-  /** A range: linearizable unless `serializable`, read in slices at one revision. */
-  range(req: RangeRequest, signal?: AbortSignal): Promise<RangeReadResult>;
+  /**
+   * A range: linearizable unless `serializable`, read in slices at one revision. A `spill` takes
+   * the kvs of a range that needs more than one slice (the answer is then `spilled`, its kvs empty).
+   */
+  range(req: RangeRequest, signal?: AbortSignal, spill?: RangeEncoding): Promise<RangeReadResult>;
   /**
    * Writes take the request's own protobuf bytes when the caller has them (`encoded`: a client's
    * call, decoded into `req` and not changed since), so the raft entry carries them as they came

@@ -49,7 +49,10 @@ async function compactAll(): Promise<void> {
 
 describe("load_shapes: huge ranges, abandoned watchers, lease storms", () => {
   test("huge ranges over 100,000 keys answer correctly and keep nothing", async () => {
-    const keys = scaled(run, 100_000, 20_000);
+    // At most a million: the whole range's answer (~38 bytes a kv) must fit the test client's 64 MiB
+    // receive limit (a long run's scale once asked for 9,000,000 keys, a 355 MB answer; the member
+    // answers that too since huge ranges are encoded as they are read, test/e2e/huge_range.test.ts).
+    const keys = Math.min(scaled(run, 100_000, 20_000), 1_000_000);
     const key = (i: number): Buffer => Buffer.from(`fz-range/${String(i).padStart(7, "0")}`);
     const txns = Math.ceil(keys / TXN_OPS_MAX);
     await runBounded(

@@ -4,10 +4,12 @@
  * ReadIndex round, serializable ones at once).
  */
 import type { CallContext, MemberHandlers } from "../../grpc/index.js";
+import { spillable } from "../../mvcc/index.js";
 import type { PutRequest } from "../../mvcc/types.js";
 import { checkPutRequest, checkTxnRequest } from "../../mvcc/txn_check.js";
 import { putCost, txnCost, txnHasPut } from "../../mvcc/txn_rules.js";
 import { Errors, toEtcdError } from "../errors.js";
+import { RangeEncoding } from "../range_encoding.js";
 import type { V3Server } from "../v3_server.js";
 import { actingMember, asActingMember, authorized } from "./authorize.js";
 import { guarded, requireLeaderIfAsked } from "./guard.js";
@@ -29,7 +31,10 @@ export function kvService(s: V3Server, quota: Quota): MemberHandlers<"etcdserver
       guarded(async () => {
         requireLeaderIfAsked(s, ctx);
         if (!req.key || req.key.length === 0) throw Errors.emptyKey();
-        const r = await asActingMember(s, ctx, (m) => m.range(req, ctx.signal));
+        // A range that needs more than one slice is encoded as it is read (range_encoding.ts).
+        const encoding = spillable(req) ? new RangeEncoding(req) : undefined;
+        const r = await asActingMember(s, ctx, (m) => m.range(req, ctx.signal, encoding));
+        if (r.spilled && encoding !== undefined) return encoding.message(header(s, r.revision), r.count);
         return { header: header(s, r.revision), kvs: r.kvs, more: r.more, count: r.count };
       }),
 

@@ -14,6 +14,7 @@ import { ServerCall } from "../../grpc/server_call.js";
 import { GrpcError, Status } from "../../grpc/status.js";
 import { FrameKind } from "./frame.js";
 import type { FramePipe } from "./pipe.js";
+import { EncodedMessage } from "../../grpc/encoded_message.js";
 
 /** What a forwarded call needs from the link that carries it. */
 export interface PipeCallHost {
@@ -194,7 +195,7 @@ export class PipeCall extends ServerCall implements InvokedCall {
   private encode(response: unknown): Buffer | undefined {
     let bytes: Buffer;
     try {
-      bytes = this.registered.descriptor.response.encode(response);
+      bytes = response instanceof EncodedMessage ? response.bytes : this.registered.descriptor.response.encode(response);
     } catch (err) {
       this.fail(new GrpcError(Status.INTERNAL, `grpc: error while marshaling: ${(err as Error).message}`));
       return undefined;
