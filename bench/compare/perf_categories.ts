@@ -84,18 +84,47 @@ export interface Breakdown {
   categories: Map<string, number>;
   /** Innermost symbol → sample count (self time). */
   self: Map<string, number>;
+  /**
+   * Source file of the innermost JavaScript frame → sample count: what V8's builtins, the
+   * collector's allocation-triggered work, malloc and system calls were done for. Samples with
+   * no JavaScript frame (the event loop's own work, a collection started by a timer) are "(no
+   * JavaScript frame)".
+   */
+  files: Map<string, number>;
+}
+
+/** The file of a perf-basic-prof JavaScript frame ("JS:*name file:///…/dist/x.js:1:2"), shortened to dist/… or node:…. */
+export function jsFileOf(symbol: string): string | undefined {
+  if (!symbol.startsWith("JS:")) return undefined;
+  const m = /\s(\S+?)(?::\d+){0,2}$/.exec(symbol);
+  if (m === null) return "(anonymous)";
+  const url = (m[1] as string).replace(/^file:\/\//, "");
+  const nm = url.lastIndexOf("node_modules/");
+  if (nm >= 0) return url.slice(nm + "node_modules/".length);
+  const dist = url.lastIndexOf("/dist/");
+  return dist >= 0 ? url.slice(dist + 1) : url;
 }
 
 export function breakdown(samples: PerfSample[]): Breakdown {
   const categories = new Map<string, number>();
   const self = new Map<string, number>();
+  const files = new Map<string, number>();
   for (const s of samples) {
     const c = categorize(s);
     categories.set(c, (categories.get(c) ?? 0) + 1);
     const top = s.frames[0] === undefined ? "(no frames)" : symbolOf(s.frames[0]).replace("file:///", "/");
     self.set(top, (self.get(top) ?? 0) + 1);
+    let file = "(no JavaScript frame)";
+    for (const f of s.frames) {
+      const js = jsFileOf(symbolOf(f));
+      if (js !== undefined) {
+        file = js;
+        break;
+      }
+    }
+    files.set(file, (files.get(file) ?? 0) + 1);
   }
-  return { samples: samples.length, categories, self };
+  return { samples: samples.length, categories, self, files };
 }
 
 /** Lines of "share  µs/put  name", largest first; `usPerPut` is the thread's CPU per put from /proc. */
@@ -107,5 +136,7 @@ export function formatBreakdown(b: Breakdown, usPerPut: number, topSelf: number)
   for (const [k, v] of [...b.categories].sort((x, y) => y[1] - x[1])) lines.push(row(v, k));
   lines.push(" by innermost symbol (self):");
   for (const [k, v] of [...b.self].sort((x, y) => y[1] - x[1]).slice(0, topSelf)) lines.push(row(v, k));
+  lines.push(" by the innermost JavaScript frame's file (all the work done under it):");
+  for (const [k, v] of [...b.files].sort((x, y) => y[1] - x[1]).slice(0, topSelf)) lines.push(row(v, k));
   return lines;
 }

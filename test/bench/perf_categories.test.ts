@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { breakdown, categorize, formatBreakdown, OTHER, parsePerfScript, symbolOf } from "../../bench/compare/perf_categories.js";
+import { breakdown, categorize, formatBreakdown, jsFileOf, OTHER, parsePerfScript, symbolOf } from "../../bench/compare/perf_categories.js";
 
 // Three samples as `perf script -F comm,tid,time,ip,sym,dso` prints them (trimmed call chains).
 const SCRIPT = `node 23656 22292.401982:     250000 cpu-clock:ppp: 
@@ -46,5 +46,15 @@ describe("perf script samples", () => {
     const lines = formatBreakdown(b, 40, 5);
     expect(lines).toContain("   50.0%   20.00 µs  kernel: socket writes");
     expect(lines).toContain("   50.0%   20.00 µs  JavaScript (optimized and baseline code)");
+    // The socket write has no JavaScript frame in its (trimmed) chain; the put's sample is kv_backend's.
+    expect(lines).toContain("   50.0%   20.00 µs  dist/mvcc/kv_backend.js");
+    expect(lines).toContain("   50.0%   20.00 µs  (no JavaScript frame)");
+  });
+
+  it("names a JavaScript frame's file as dist/…, a package's or node's own", () => {
+    expect(jsFileOf("JS:*putKv file:///work/main/dist/mvcc/kv_backend.js:154:10")).toBe("dist/mvcc/kv_backend.js");
+    expect(jsFileOf("JS:*BTree.set /work/main/node_modules/sorted-btree/b+tree.js:248:36")).toBe("sorted-btree/b+tree.js");
+    expect(jsFileOf("JS:*nextTick node:internal/process/task_queues:103:18")).toBe("node:internal/process/task_queues");
+    expect(jsFileOf("Builtins_LoadIC")).toBeUndefined();
   });
 });
