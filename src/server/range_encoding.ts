@@ -35,7 +35,11 @@ const KV_LEASE_TAG = (6 << 3) | 0;
 let headerCodec: MessageCodec<unknown, ResponseHeaderInit> | undefined;
 
 export class RangeEncoding implements RangeSpill {
-  private w = new ProtoWriter(FIRST_BYTES, FRONT_BYTES);
+  /**
+   * Made on the first kvs taken: every Range makes an encoding, and most finish within their first
+   * slice and never spill, so they must not pay for a 64 KiB buffer.
+   */
+  private writer: ProtoWriter | undefined;
   private kvsTaken = 0;
   private sawMore = false;
   private readonly limit: number;
@@ -47,7 +51,7 @@ export class RangeEncoding implements RangeSpill {
   }
 
   reset(): void {
-    this.w = new ProtoWriter(FIRST_BYTES, FRONT_BYTES);
+    this.writer = undefined;
     this.kvsTaken = 0;
     this.sawMore = false;
   }
@@ -76,7 +80,12 @@ export class RangeEncoding implements RangeSpill {
 
   /** Bytes of the encoded kvs so far. */
   get kvBytes(): number {
-    return this.w.pos - FRONT_BYTES;
+    return this.writer === undefined ? 0 : this.writer.pos - FRONT_BYTES;
+  }
+
+  private get w(): ProtoWriter {
+    this.writer ??= new ProtoWriter(FIRST_BYTES, FRONT_BYTES);
+    return this.writer;
   }
 
   /** The whole answer: the RangeResponse with `header` and the read's `count`, framed for gRPC. */
